@@ -1,0 +1,18 @@
+//! tgc-ir: the graph IR every tgc pass works on.
+//!
+//! A [`Module`] holds [`Function`]s; a function has typed parameters, one dataflow block of
+//! SSA [`Binding`]s and results. Tensor types are static ([`TensorType`]). Ops are declared
+//! once in the [`ops`] registry. The text format ([`text`]) prints and parses every construct
+//! losslessly; the [`verify`] module checks well-formedness.
+
+pub mod attr;
+pub mod dtype;
+pub mod module;
+pub mod ops;
+pub mod ty;
+
+pub use attr::{Attr, AttrKind, Attrs};
+pub use dtype::DType;
+pub use module::{Binding, BuildError, Callee, Function, Module, ValueData, ValueId};
+pub use ops::{Op, OpDef, OpPattern};
+pub use ty::{Shape, TensorType};
