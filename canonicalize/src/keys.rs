@@ -1,0 +1,103 @@
+//! Task keys: blake3 digests of canonical encodings, printed `tgc1:<32 hex digits>`.
+
+use crate::canon::{canonical_order, encode};
+use crate::level::Level;
+use std::fmt;
+use std::str::FromStr;
+use tgc_ir::Function;
+
+/// The printed prefix; it versions the encoding. Change it whenever the encoding changes.
+pub const KEY_PREFIX: &str = "tgc1:";
+
+/// A 128-bit key of one level.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TaskKey(pub [u8; 16]);
+
+impl fmt::Display for TaskKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(KEY_PREFIX)?;
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for TaskKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl FromStr for TaskKey {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let hex = s
+            .strip_prefix(KEY_PREFIX)
+            .ok_or_else(|| format!("key '{s}' does not start with '{KEY_PREFIX}'"))?;
+        if hex.len() != 32 || !hex.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return Err(format!("key '{s}' must have 32 hex digits after '{KEY_PREFIX}'"));
+        }
+        let mut out = [0u8; 16];
+        for (i, byte) in out.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|e| e.to_string())?;
+        }
+        Ok(TaskKey(out))
+    }
+}
+
+fn digest(bytes: &[u8]) -> TaskKey {
+    let h = blake3::hash(bytes);
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&h.as_bytes()[..16]);
+    TaskKey(out)
+}
+
+/// The op names of `f` in canonical order, constants left out (the family encoding).
+pub fn family_ops(f: &Function) -> Vec<&'static str> {
+    let order = canonical_order(f, Level::Family);
+    order
+        .bindings
+        .iter()
+        .filter_map(|&bi| f.bindings[bi].callee.op())
+        .map(|op| op.name())
+        .filter(|n| *n != "constant")
+        .collect()
+}
+
+/// The key of `f` at `level`.
+pub fn key(f: &Function, level: Level) -> TaskKey {
+    match level {
+        Level::Family => {
+            let mut bytes = level.tag().to_vec();
+            for name in family_ops(f) {
+                bytes.extend_from_slice(name.as_bytes());
+                bytes.push(0);
+            }
+            digest(&bytes)
+        }
+        _ => digest(&encode(f, level)),
+    }
+}
+
+/// The three keys of a task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TaskKeys {
+    pub exact: TaskKey,
+    pub structural: TaskKey,
+    pub family: TaskKey,
+}
+
+impl TaskKeys {
+    pub fn of(f: &Function) -> TaskKeys {
+        TaskKeys { exact: key(f, Level::Exact), structural: key(f, Level::Structural), family: key(f, Level::Family) }
+    }
+
+    pub fn get(&self, level: Level) -> TaskKey {
+        match level {
+            Level::Exact => self.exact,
+            Level::Structural => self.structural,
+            Level::Family => self.family,
+        }
+    }
+}

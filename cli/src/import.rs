@@ -1,0 +1,23 @@
+//! `tgc import`: an ONNX model to text IR.
+
+use crate::input::{parse_shape_arg, write_output};
+use anyhow::Result;
+use clap::Args;
+use std::path::{Path, PathBuf};
+
+#[derive(Args)]
+pub struct ImportArgs {
+    /// The ONNX model.
+    model: PathBuf,
+    /// Static shape of an input, e.g. `input=1x224x224x3` (repeatable).
+    #[arg(long = "shape", value_name = "NAME=DIMS", value_parser = parse_shape_arg)]
+    shapes: Vec<(String, Vec<i64>)>,
+    /// Write the IR here instead of stdout.
+    #[arg(short = 'o', long)]
+    output: Option<PathBuf>,
+}
+
+pub fn run(args: ImportArgs) -> Result<()> {
+    let module = tgc_ir::onnx::import_file(Path::new(&args.model), &args.shapes)?;
+    write_output(args.output.as_deref(), &tgc_ir::text::print_module(&module))
+}

@@ -1,0 +1,67 @@
+//! Reading and writing modules: text IR from a file or stdin (`-`), output to a file or stdout.
+
+use anyhow::{Context, Result};
+use std::io::{Read, Write};
+use std::path::Path;
+use tgc_ir::Module;
+
+/// Reads a module from `path` (`-` for stdin) as text IR.
+pub fn read_module(path: &str) -> Result<Module> {
+    let (src, name) = if path == "-" {
+        let mut s = String::new();
+        std::io::stdin().read_to_string(&mut s).context("<stdin>: cannot read")?;
+        (s, "<stdin>".to_string())
+    } else {
+        let bytes = std::fs::read(path).with_context(|| format!("{path}: cannot read"))?;
+        let s = String::from_utf8(bytes).map_err(|e| {
+            anyhow::anyhow!("{path}: not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to())
+        })?;
+        (s, path.to_string())
+    };
+    Ok(tgc_ir::text::parse_module(&src, &name)?)
+}
+
+/// Writes `text` to `out` (a path) or to stdout.
+pub fn write_output(out: Option<&Path>, text: &str) -> Result<()> {
+    match out {
+        Some(p) => std::fs::write(p, text).with_context(|| format!("{}: cannot write", p.display())),
+        None => {
+            let mut stdout = std::io::stdout().lock();
+            // A closed pipe (e.g. `| head`) is not an error worth reporting.
+            match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+                r => r.context("<stdout>: cannot write"),
+            }
+        }
+    }
+}
+
+/// Loads a model: ONNX when the path ends in `.onnx`, text IR otherwise (`-` is stdin).
+pub fn load_model(path: &str, shapes: &[(String, Vec<i64>)]) -> Result<Module> {
+    if path.ends_with(".onnx") {
+        Ok(tgc_ir::onnx::import_file(Path::new(path), shapes)?)
+    } else {
+        if !shapes.is_empty() {
+            anyhow::bail!("{path}: --shape applies to ONNX models only");
+        }
+        read_module(path)
+    }
+}
+
+/// Parses `NAME=1x3x224x224` for `--shape`.
+pub fn parse_shape_arg(s: &str) -> Result<(String, Vec<i64>), String> {
+    let (name, dims) = s
+        .split_once('=')
+        .ok_or_else(|| format!("'{s}' is not NAME=DIMS (e.g. input=1x3x224x224)"))?;
+    if name.is_empty() {
+        return Err(format!("'{s}' has no input name before '='"));
+    }
+    let dims = dims
+        .split('x')
+        .map(|d| match d.parse::<i64>() {
+            Ok(v) if v >= 0 => Ok(v),
+            _ => Err(format!("'{d}' in '{s}' is not a dimension (a non-negative integer)")),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((name.to_string(), dims))
+}

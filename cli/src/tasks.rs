@@ -1,0 +1,99 @@
+//! `tgc tasks`: partition a model into tuning tasks and print one entry per distinct task.
+
+use crate::input::{load_model, parse_shape_arg, write_output};
+use anyhow::{anyhow, Result};
+use clap::Args;
+use serde_json::json;
+use std::path::PathBuf;
+use tgc_canonicalize::{extract_tasks, Task};
+use tgc_ir::TensorType;
+use tgc_passes::{Instrumentation, PassManager};
+
+#[derive(Args)]
+pub struct TasksArgs {
+    /// The model: ONNX (`.onnx`) or text IR.
+    model: String,
+    /// Static shape of an ONNX input, e.g. `input=1x224x224x3` (repeatable).
+    #[arg(long = "shape", value_name = "NAME=DIMS", value_parser = parse_shape_arg)]
+    shapes: Vec<(String, Vec<i64>)>,
+    /// Print JSON (schema `tgc.tasks/1`) instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Most nodes in one fused group (TVM's kMaxFusedOps).
+    #[arg(long, default_value_t = 256)]
+    max_depth: usize,
+    /// Write the output here instead of stdout.
+    #[arg(short = 'o', long)]
+    output: Option<PathBuf>,
+}
+
+fn type_json(t: &TensorType) -> serde_json::Value {
+    json!({ "shape": t.shape.as_slice(), "dtype": t.dtype.tvm_name() })
+}
+
+fn task_json(t: &Task) -> serde_json::Value {
+    json!({
+        "name": t.name,
+        "ops": t.ops,
+        "exact_key": t.keys.exact.to_string(),
+        "structural_key": t.keys.structural.to_string(),
+        "family_key": t.keys.family.to_string(),
+        "occurrences": t.occurrences,
+        "flops": t.features.flops,
+        "bytes": t.features.bytes,
+        "params": t.param_types.iter().map(type_json).collect::<Vec<_>>(),
+        "results": t.result_types.iter().map(type_json).collect::<Vec<_>>(),
+    })
+}
+
+fn short_type(t: &TensorType) -> String {
+    let s = t.to_string();
+    s.trim_start_matches("tensor<").trim_end_matches('>').to_string()
+}
+
+pub fn run(args: TasksArgs) -> Result<()> {
+    let mut module = load_model(&args.model, &args.shapes)?;
+    let mut pm = PassManager::new(Instrumentation::default());
+    tgc_pipelines::build_pipeline(&format!("partition{{max-depth={}}},canonicalize", args.max_depth), &mut pm)
+        .map_err(|e| anyhow!("--max-depth: {e}"))?;
+    pm.run(&mut module, &mut std::io::sink()).map_err(|e| anyhow!("{}: {e}", args.model))?;
+    let tasks = extract_tasks(&module);
+    let occurrences: usize = tasks.iter().map(|t| t.occurrences).sum();
+    let text = if args.json {
+        let doc = json!({
+            "schema": "tgc.tasks/1",
+            "model": args.model,
+            "num_tasks": tasks.len(),
+            "num_occurrences": occurrences,
+            "tasks": tasks.iter().map(task_json).collect::<Vec<_>>(),
+        });
+        format!("{}\n", serde_json::to_string_pretty(&doc)?)
+    } else {
+        let mut out = format!(
+            "{}: {} distinct tasks, {} occurrences\n{:>4}  {:<44} {:>4} {:>12}  {:<37} {}\n",
+            args.model,
+            tasks.len(),
+            occurrences,
+            "#",
+            "task",
+            "occ",
+            "MFLOPs",
+            "exact key",
+            "output"
+        );
+        for (i, t) in tasks.iter().enumerate() {
+            let output = t.result_types.iter().map(short_type).collect::<Vec<_>>().join(", ");
+            out.push_str(&format!(
+                "{:>4}  {:<44} {:>4} {:>12.2}  {:<37} {}\n",
+                i,
+                t.name,
+                t.occurrences,
+                t.features.flops / 1e6,
+                t.keys.exact.to_string(),
+                output
+            ));
+        }
+        out
+    };
+    write_output(args.output.as_deref(), &text)
+}

@@ -1,0 +1,13 @@
+//! tgc-passes: the [`Pass`] trait, the [`PassManager`] with its instrumentation, and the
+//! passes. Each pass declares itself once in a `static INFO: PassInfo`; the registry in
+//! tgc-pipelines lists those declarations.
+
+pub mod canonicalize;
+pub mod cse;
+pub mod dce;
+pub mod manager;
+pub mod partition;
+pub mod pass;
+
+pub use manager::{Instrumentation, PassManager, PassRun, PipelineError, PrintIrAfter};
+pub use pass::{OptionKind, OptionSpec, OptionValue, Pass, PassError, PassInfo, PassOptions};
