@@ -9,6 +9,7 @@ pub mod attr;
 pub mod dtype;
 pub mod module;
 pub mod ops;
+pub mod text;
 pub mod ty;
 
 pub use attr::{Attr, AttrKind, Attrs};
