@@ -289,13 +289,13 @@ def _import_section(mod, data_inputs: dict[str, list[int]]) -> dict[str, Any]:
     }
 
 
-def _legalize_provenance(mod) -> dict[str, list[str]]:
-    """PrimFunc name -> Relax op(s) it was legalized from.
+def _legalize_provenance(mod) -> dict[str, dict[str, str]]:
+    """PrimFunc name -> the Relax op(s) it was legalized from and their attributes.
 
     LegalizeOps rewrites each binding's value in place and keeps the bound variable object, so
     the variables of main before and after legalization pair each call_tir with its op.
     Calls that were already call_tir at import (ONNX Pad, Clip's min/max) map to
-    ``relax.call_tir``.
+    ``relax.call_tir`` without attributes.
     """
     import tvm
     from tvm import relax
@@ -307,13 +307,21 @@ def _legalize_provenance(mod) -> dict[str, list[str]]:
     for binding in _bindings(decomposed["main"]):
         value = binding.value
         if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op):
-            before[binding.var] = value.op.name
-    provenance: dict[str, set] = collections.defaultdict(set)
+            attrs = "" if value.attrs is None else str(value.attrs)
+            before[binding.var] = (value.op.name, attrs)
+    ops: dict[str, set] = collections.defaultdict(set)
+    attrs: dict[str, set] = collections.defaultdict(set)
     for binding in _bindings(legalized["main"]):
         value = binding.value
         if isinstance(value, relax.Call) and _is_op(value, "relax.call_tir"):
-            provenance[value.args[0].name_hint].add(before.get(binding.var, "?"))
-    return {name: sorted(ops) for name, ops in provenance.items()}
+            op, attr = before.get(binding.var, ("?", ""))
+            ops[value.args[0].name_hint].add(op)
+            if attr:
+                attrs[value.args[0].name_hint].add(attr)
+    return {
+        name: {"relax_op": "|".join(sorted(ops[name])), "attrs": " | ".join(sorted(attrs[name]))}
+        for name in ops
+    }
 
 
 def _run_pipeline(mod):
@@ -339,7 +347,8 @@ def _op_entry(mod, gvar, provenance) -> dict[str, Any]:
     return {
         "primfunc": gvar.name_hint,
         "kind": _kind(gvar.name_hint),
-        "relax_op": "|".join(provenance.get(gvar.name_hint, ["?"])),
+        "relax_op": provenance.get(gvar.name_hint, {}).get("relax_op", "?"),
+        "attrs": provenance.get(gvar.name_hint, {}).get("attrs", ""),
         "op_pattern": pattern,
         "pattern_name": "none" if pattern is None else PATTERN_NAMES.get(pattern, str(pattern)),
     }
