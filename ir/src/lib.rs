@@ -10,9 +10,11 @@ pub mod dtype;
 pub mod module;
 pub mod ops;
 pub mod ty;
+pub mod verify;
 
 pub use attr::{Attr, AttrKind, Attrs};
 pub use dtype::DType;
 pub use module::{Binding, BuildError, Callee, Function, Module, ValueData, ValueId};
 pub use ops::{Op, OpDef, OpPattern};
 pub use ty::{Shape, TensorType};
+pub use verify::{verify_function, verify_module, VerifyError};
