@@ -74,7 +74,7 @@ pub enum Problem {
     Infer(String),
     #[error("has {got} results, inferred {expected}")]
     ResultCount { expected: usize, got: usize },
-    #[error("result {}type {declared} does not match inferred {inferred}", .name.as_ref().map(|n| format!("%{n} ")).unwrap_or_default())]
+    #[error("result {}type {declared} does not match inferred {inferred}", name_prefix(.name))]
     ResultType {
         /// The result's name when the binding has several results.
         name: Option<String>,
@@ -94,8 +94,18 @@ pub enum Problem {
     CallResultType { index: usize, expected: TensorType, declared: TensorType },
     #[error("the callee's signature is malformed: value #{0} is out of range")]
     MalformedCallee(u32),
-    #[error("recursive call: {}", .cycle.iter().map(|f| format!("@{f}")).collect::<Vec<_>>().join(" -> "))]
+    #[error("recursive call: {}", call_chain(.cycle))]
     Recursion { cycle: Vec<String> },
+}
+
+/// `%name ` for a named result, nothing otherwise.
+fn name_prefix(name: &Option<String>) -> String {
+    name.as_ref().map(|n| format!("%{n} ")).unwrap_or_default()
+}
+
+/// `@a -> @b -> @a`.
+fn call_chain(cycle: &[String]) -> String {
+    cycle.iter().map(|f| format!("@{f}")).collect::<Vec<_>>().join(" -> ")
 }
 
 /// A verification failure: the function, the binding when there is one (printed as its
