@@ -8,6 +8,8 @@
 pub mod attr;
 pub mod dtype;
 pub mod module;
+#[cfg(feature = "onnx")]
+pub mod onnx;
 pub mod ops;
 pub mod ty;
 
