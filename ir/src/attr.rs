@@ -28,6 +28,9 @@ pub enum AttrKind {
     IntList,
     FloatList,
     StrList,
+    /// An integer or a list of integers (`split`'s `indices_or_sections`: a number of equal
+    /// sections, or the indices to split at).
+    IntOrIntList,
     /// Any list (elements of mixed kinds, or nested lists).
     List,
     Dict,
@@ -50,6 +53,8 @@ impl AttrKind {
                 v.iter().all(|a| matches!(a, Attr::Float(_) | Attr::Int(_)))
             }
             (AttrKind::StrList, Attr::List(v)) => v.iter().all(|a| matches!(a, Attr::Str(_))),
+            (AttrKind::IntOrIntList, Attr::Int(_)) => true,
+            (AttrKind::IntOrIntList, Attr::List(v)) => v.iter().all(|a| matches!(a, Attr::Int(_))),
             (AttrKind::List, Attr::List(_)) => true,
             (AttrKind::Dict, Attr::Dict(_)) => true,
             _ => false,
@@ -67,6 +72,7 @@ impl fmt::Display for AttrKind {
             AttrKind::IntList => "list of int",
             AttrKind::FloatList => "list of float",
             AttrKind::StrList => "list of string",
+            AttrKind::IntOrIntList => "int or list of int",
             AttrKind::List => "list",
             AttrKind::Dict => "dictionary",
             AttrKind::Any => "any",

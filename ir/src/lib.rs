@@ -11,6 +11,7 @@ pub mod module;
 #[cfg(feature = "onnx")]
 pub mod onnx;
 pub mod ops;
+pub mod text;
 pub mod ty;
 
 pub use attr::{Attr, AttrKind, Attrs};

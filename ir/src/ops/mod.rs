@@ -4,7 +4,11 @@
 //! the same declaration.
 
 mod infer;
+mod nn;
 mod table;
+mod tensor;
+#[cfg(test)]
+mod tests;
 
 pub use infer::InferCtx;
 
@@ -86,6 +90,7 @@ pub enum AttrDefault {
     Str(&'static str),
     Bool(bool),
     Ints(&'static [i64]),
+    Floats(&'static [f64]),
 }
 
 impl AttrDefault {
@@ -98,6 +103,7 @@ impl AttrDefault {
             AttrDefault::Str(s) => Some(Attr::Str(s.to_string())),
             AttrDefault::Bool(b) => Some(Attr::Bool(b)),
             AttrDefault::Ints(v) => Some(Attr::ints(v.iter().copied())),
+            AttrDefault::Floats(v) => Some(Attr::floats(v.iter().copied())),
         }
     }
 }
@@ -137,9 +143,8 @@ impl OpDef {
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Op(u16);
 
-static BY_NAME: LazyLock<HashMap<&'static str, Op>> = LazyLock::new(|| {
-    table::OPS.iter().enumerate().map(|(i, d)| (d.name, Op(i as u16))).collect()
-});
+static BY_NAME: LazyLock<HashMap<&'static str, Op>> =
+    LazyLock::new(|| table::OPS.iter().enumerate().map(|(i, d)| (d.name, Op(i as u16))).collect());
 
 impl Op {
     /// Looks an op up by its name.
@@ -165,7 +170,8 @@ impl Op {
     }
 
     /// Infers result types for the given operand types and attributes (attributes that are
-    /// absent take their defaults).
+    /// absent take their defaults). Operands with a negative extent are rejected here, once,
+    /// so that no inference function has to guard against them.
     pub fn infer(self, operands: &[&TensorType], attrs: &Attrs) -> Result<Vec<TensorType>, String> {
         let def = self.def();
         if !def.inputs.accepts(operands.len()) {
@@ -175,6 +181,11 @@ impl Op {
                 def.inputs,
                 operands.len()
             ));
+        }
+        if let Some((i, t)) =
+            operands.iter().enumerate().find(|(_, t)| t.shape.iter().any(|&d| d < 0))
+        {
+            return Err(format!("operand {i} has a negative extent: {t}"));
         }
         (def.infer)(&InferCtx::new(def, operands, attrs))
     }
