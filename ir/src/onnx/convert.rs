@@ -287,6 +287,7 @@ fn leaky_relu<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<
 fn gelu<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>> {
     match n.attrs.string_or("approximate", "none")?.as_str() {
         "none" => unary(cx, n, "nn.gelu"),
+        "tanh" => unary(cx, n, "nn.gelu_tanh"),
         other => bail!("approximate = '{other}' is not supported"),
     }
 }

@@ -36,7 +36,8 @@
 //!   as with TVM's `keep_params_in_input`). TVM keeps every initializer as a `relax.const`;
 //!   neither is an op call, so op counts compare.
 //! - Graph inputs are parameters in model order; `@main` carries `num_input`, the number of
-//!   leading parameters that are true inputs (not weights given as inputs or initializers).
+//!   leading parameters that are graph inputs (weights an exporter made inputs count, as ONNX
+//!   cannot tell them apart); parameters after them are initializers.
 //!
 //! # Names
 //! IR value names are the ONNX names made legal for the text format ([`names`]): scopes `/`

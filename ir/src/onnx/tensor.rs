@@ -86,10 +86,8 @@ impl Tensor {
 
     /// Attributes of the IR `constant` op holding this tensor.
     pub fn constant_attrs(&self) -> Attrs {
+        // The `constant` op keeps every value in one numeric list (bools as 0/1).
         let value = match &self.data {
-            Data::Int(v) if self.dtype == DType::Bool => {
-                Attr::List(v.iter().map(|x| Attr::Bool(*x != 0)).collect())
-            }
             Data::Int(v) => Attr::ints(v.iter().copied()),
             Data::Float(v) => Attr::floats(v.iter().copied()),
         };
