@@ -10,6 +10,8 @@ pub mod builder;
 pub mod dtype;
 pub mod error;
 pub mod module;
+#[cfg(feature = "onnx")]
+pub mod onnx;
 pub mod ops;
 pub mod text;
 pub mod ty;
