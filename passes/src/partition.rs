@@ -121,15 +121,25 @@ fn is_constant(b: &Binding) -> bool {
     b.callee.op().is_some_and(|op| op.name() == "constant")
 }
 
-/// The TVM pattern of one binding. Like AnnotateTIROpPattern on the legalized PrimFunc, a
-/// broadcasting op counts as ElemWise when some operand already has the result's shape
-/// (`conv + bias` is ElemWise for the conv's output), and as Broadcast only otherwise.
+/// The TVM pattern of one binding. AnnotateTIROpPattern judges the legalized PrimFunc by its
+/// index expressions, so two outcomes depend on shapes and attributes, not on the op alone:
+/// - a broadcasting op with an operand that already has the result's shape reads that
+///   operand at the output's own indices, which makes the block ElemWise (`conv + bias`);
+/// - `nn.pad` with nothing padded before any axis reads the input at the output's indices
+///   (guarded by a bound check), which is ElemWise too; leading padding shifts them
+///   (`A[i - 1]`), which is Injective.
 pub fn binding_pattern(f: &Function, b: &Binding) -> OpPattern {
     let Some(op) = b.callee.op() else { return OpPattern::Opaque };
     let pattern = op.pattern();
     if pattern == OpPattern::Broadcast {
         let result = b.results.first().map(|r| &f.ty(*r).shape);
         if b.operands.iter().any(|v| Some(&f.ty(*v).shape) == result) {
+            return OpPattern::ElemWise;
+        }
+    }
+    if op.name() == "nn.pad" {
+        let widths = b.attrs.get("pad_width").and_then(Attr::as_ints).unwrap_or_default();
+        if widths.iter().step_by(2).all(|&before| before == 0) {
             return OpPattern::ElemWise;
         }
     }

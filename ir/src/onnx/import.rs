@@ -79,7 +79,7 @@ pub(crate) fn import_model(
         )));
     }
 
-    convert_nodes(&mut cx, graph)?;
+    let mut node_of_binding = convert_nodes(&mut cx, graph)?;
 
     for out in &graph.output {
         let place = Place::Output(out.name.clone());
@@ -94,7 +94,10 @@ pub(crate) fn import_model(
         return Err(Problem::msg("the graph has no outputs"));
     }
 
+    // Bindings made for the outputs themselves belong to no node.
+    node_of_binding.resize(cx.f.bindings.len(), usize::MAX);
     let mut f = cx.f;
+    super::order::relax_emission_order(&mut f, &node_of_binding);
     f.attrs.insert("num_input".into(), Attr::Int(num_inputs));
     let mut m = Module::new(module_name(file));
     m.attrs.insert("source".into(), Attr::str(one_line(file)));
@@ -187,7 +190,9 @@ fn input_type(input: &ValueInfoProto, given: Option<&[i64]>) -> PResult<TensorTy
     Ok(TensorType::new(dtype, shape))
 }
 
-fn convert_nodes<'m>(cx: &mut Importer<'m, '_>, graph: &'m GraphProto) -> PResult<()> {
+/// Converts every node; returns, for each binding, the index of the node that produced it.
+fn convert_nodes<'m>(cx: &mut Importer<'m, '_>, graph: &'m GraphProto) -> PResult<Vec<usize>> {
+    let mut node_of_binding = Vec::new();
     for (index, node) in graph.node.iter().enumerate() {
         let place =
             Place::Node { name: node.name.clone(), index, op_type: node.op_type.clone() };
@@ -217,6 +222,7 @@ fn convert_nodes<'m>(cx: &mut Importer<'m, '_>, graph: &'m GraphProto) -> PResul
         cx.out_names = node.output.iter().map(|o| sanitize(o)).collect();
         let n = NodeIn { proto: node, inputs, attrs: NodeAttrs::new(&node.attribute) };
         let results = convert(cx, &n).map_err(at)?;
+        node_of_binding.resize(cx.f.bindings.len(), index);
         for (i, name) in node.output.iter().enumerate() {
             if name.is_empty() {
                 continue;
@@ -232,5 +238,5 @@ fn convert_nodes<'m>(cx: &mut Importer<'m, '_>, graph: &'m GraphProto) -> PResul
             }
         }
     }
-    Ok(())
+    Ok(node_of_binding)
 }

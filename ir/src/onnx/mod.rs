@@ -55,6 +55,7 @@ mod error;
 mod eval;
 mod import;
 mod names;
+mod order;
 mod tensor;
 
 pub use convert::supported_ops;

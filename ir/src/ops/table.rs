@@ -251,7 +251,12 @@ pub(super) static OPS: &[OpDef] = &[
     ),
     // ---- reductions ----
     reduction("sum", "sum over axes (all when absent)", REDUCE, t::reduce),
-    reduction("mean", "mean over axes (all when absent)", REDUCE, t::reduce),
+    // TVM legalizes mean to a sum block followed by a division block that writes the output;
+    // AnnotateTIROpPattern calls that reduce-then-elementwise shape OutEWiseFusable.
+    OpDef {
+        pattern: P::OutEWiseFusable,
+        ..reduction("mean", "mean over axes (all when absent)", REDUCE, t::reduce)
+    },
     reduction("max", "maximum over axes (all when absent)", REDUCE, t::reduce),
     reduction("min", "minimum over axes (all when absent)", REDUCE, t::reduce),
     reduction("prod", "product over axes (all when absent)", REDUCE, t::reduce),
@@ -403,20 +408,28 @@ pub(super) static OPS: &[OpDef] = &[
         RESIZE2D,
         nn::resize2d,
     ),
-    injective(
+    // Its only load reads a subsequence of the output indices: Broadcast for TVM.
+    OpDef {
+        pattern: P::Broadcast,
+        ..injective(
         "squeeze",
         "drop unit dims (all of them when `axis` is absent)",
         Arity::exactly(1),
         &[spec("axis", K::IntList, D::Optional)],
         t::squeeze,
-    ),
-    injective(
+    )
+    },
+    // Its only load reads a subsequence of the output indices: Broadcast for TVM.
+    OpDef {
+        pattern: P::Broadcast,
+        ..injective(
         "expand_dims",
         "insert unit dims at `axis`",
         Arity::exactly(1),
         &[spec("axis", K::IntList, D::Required)],
         t::expand_dims,
-    ),
+    )
+    },
     injective("flatten", "reshape to 1-D", Arity::exactly(1), &[], t::flatten),
     injective(
         "take",
@@ -425,13 +438,17 @@ pub(super) static OPS: &[OpDef] = &[
         &[spec("axis", K::Int, D::Optional), spec("mode", K::Str, D::Str("fast"))],
         t::take,
     ),
-    injective(
+    // Its only load reads a subsequence of the output indices: Broadcast for TVM.
+    OpDef {
+        pattern: P::Broadcast,
+        ..injective(
         "broadcast_to",
         "broadcast to `shape`",
         Arity::exactly(1),
         &[spec("shape", K::IntList, D::Required)],
         t::broadcast_to,
-    ),
+    )
+    },
     injective(
         "tile",
         "repeat the tensor `repeats` times along each axis",
