@@ -16,14 +16,20 @@ fn llvm_tools_dir() -> Result<PathBuf, String> {
     if let Ok(dir) = std::env::var("LLVM_TOOLS_DIR") {
         return Ok(PathBuf::from(dir));
     }
-    for dir in ["/usr/lib/llvm-19/bin", "/usr/lib/llvm-18/bin", "/usr/lib/llvm-17/bin"] {
+    for dir in [
+        "/usr/lib/llvm-19/bin",
+        "/usr/lib/llvm-18/bin",
+        "/usr/lib/llvm-17/bin",
+    ] {
         if Path::new(dir).join("FileCheck").is_file() {
             return Ok(PathBuf::from(dir));
         }
     }
-    Err("FileCheck not found: install Debian's llvm-19-tools (apt-get install llvm-19-tools) \
+    Err(
+        "FileCheck not found: install Debian's llvm-19-tools (apt-get install llvm-19-tools) \
          or set LLVM_TOOLS_DIR to a directory holding FileCheck and not"
-        .to_string())
+            .to_string(),
+    )
 }
 
 /// The RUN lines of a lit file, with continuations joined.
@@ -31,7 +37,9 @@ fn run_lines(contents: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut pending: Option<String> = None;
     for line in contents.lines() {
-        let Some(rest) = line.trim_start().strip_prefix("// RUN:") else { continue };
+        let Some(rest) = line.trim_start().strip_prefix("// RUN:") else {
+            continue;
+        };
         let rest = rest.trim();
         let (text, continues) = match rest.strip_suffix('\\') {
             Some(t) => (t.trim_end(), true),
@@ -53,7 +61,10 @@ fn run_lines(contents: &str) -> Vec<String> {
 
 /// The file as `tgc opt` must print it: comment lines and surrounding blank lines removed.
 fn expected_roundtrip(contents: &str) -> String {
-    let kept: Vec<&str> = contents.lines().filter(|l| !l.trim_start().starts_with("//")).collect();
+    let kept: Vec<&str> = contents
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect();
     let text = kept.join("\n");
     format!("{}\n", text.trim_matches('\n'))
 }
@@ -72,9 +83,16 @@ fn run_file(path: &Path, contents: String) -> datatest_stable::Result<()> {
     std::fs::create_dir_all(&tmp_dir)?;
     let stem = file.replace(['/', '.'], "_");
     let tmp = tmp_dir.join(stem).to_string_lossy().to_string();
-    let search_path = format!("{}:{}", tools.display(), std::env::var("PATH").unwrap_or_default());
+    let search_path = format!(
+        "{}:{}",
+        tools.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     for line in &lines {
-        let cmd = line.replace("%tgc", tgc).replace("%t", &tmp).replace("%s", &file);
+        let cmd = line
+            .replace("%tgc", tgc)
+            .replace("%t", &tmp)
+            .replace("%s", &file);
         let out = Command::new("bash")
             .args(["-o", "pipefail", "-c", &cmd])
             .env("PATH", &search_path)

@@ -10,8 +10,12 @@ fn run(pipeline: &str, input: &str) -> String {
     let mut module = parse_module(input, "snapshot-input").expect("snapshot input parses");
     let mut pm = PassManager::new(Instrumentation::default());
     tgc_pipelines::build_pipeline(pipeline, &mut pm).expect("pipeline parses");
-    pm.run(&mut module, &mut std::io::sink()).expect("pipeline runs");
-    format!("// pipeline: {pipeline}\n// ---- before\n{input}// ---- after\n{}", print_module(&module))
+    pm.run(&mut module, &mut std::io::sink())
+        .expect("pipeline runs");
+    format!(
+        "// pipeline: {pipeline}\n// ---- before\n{input}// ---- after\n{}",
+        print_module(&module)
+    )
 }
 
 const REDUNDANT_BRANCHES: &str = r#"module @redundant {
@@ -60,5 +64,8 @@ fn dce_removes_unused_chain() {
 #[test]
 fn empty_pipeline_is_identity() {
     let out = run("", UNUSED_CHAIN);
-    assert!(out.ends_with(&format!("// ---- after\n{UNUSED_CHAIN}")), "{out}");
+    assert!(
+        out.ends_with(&format!("// ---- after\n{UNUSED_CHAIN}")),
+        "{out}"
+    );
 }

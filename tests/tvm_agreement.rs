@@ -52,10 +52,17 @@ fn our_groups(m: &Module) -> BTreeMap<GroupKey, usize> {
     let mut out = BTreeMap::new();
     let main = m.function("main").expect("main");
     for b in &main.bindings {
-        let Callee::Func(name) = &b.callee else { panic!("unfused op left in main") };
+        let Callee::Func(name) = &b.callee else {
+            panic!("unfused op left in main")
+        };
         let f = m.function(name).expect("callee");
         let mut ops: Vec<String> = Vec::new();
-        for name in f.bindings.iter().filter_map(|b| b.callee.op()).map(|op| op.name()) {
+        for name in f
+            .bindings
+            .iter()
+            .filter_map(|b| b.callee.op())
+            .map(|op| op.name())
+        {
             match name {
                 "constant" => {}
                 "clip" => ops.extend(["maximum".to_string(), "minimum".to_string()]),
@@ -73,7 +80,10 @@ fn tvm_groups(fixture: &Value) -> BTreeMap<GroupKey, usize> {
     for task in fixture["tasks"].as_array().expect("tasks") {
         for g in task["groups"].as_array().expect("groups") {
             let body = g["body"].as_array().expect("body");
-            let ops = body.iter().map(|b| b["kind"].as_str().expect("kind").to_string()).collect();
+            let ops = body
+                .iter()
+                .map(|b| b["kind"].as_str().expect("kind").to_string())
+                .collect();
             let shape = body.last().expect("op")["out"]["shape"]
                 .as_array()
                 .expect("shape")
@@ -90,7 +100,12 @@ fn tvm_groups(fixture: &Value) -> BTreeMap<GroupKey, usize> {
 fn tvm_tasks_modulo_operand_order(fixture: &Value) -> usize {
     let mut set = BTreeSet::new();
     for task in fixture["tasks"].as_array().expect("tasks") {
-        let ops: Vec<&str> = task["ops"].as_array().expect("ops").iter().map(|o| o.as_str().expect("op")).collect();
+        let ops: Vec<&str> = task["ops"]
+            .as_array()
+            .expect("ops")
+            .iter()
+            .map(|o| o.as_str().expect("op"))
+            .collect();
         let mut buffers: Vec<String> = task["buffers"]
             .as_array()
             .expect("buffers")
@@ -105,16 +120,26 @@ fn tvm_tasks_modulo_operand_order(fixture: &Value) -> usize {
 
 fn check(model: &str) {
     let fixture: Value = serde_json::from_str(
-        &std::fs::read_to_string(root().join("tests/fixtures/tvm").join(model.replace(".onnx", ".json")))
-            .expect("fixture exists"),
+        &std::fs::read_to_string(
+            root()
+                .join("tests/fixtures/tvm")
+                .join(model.replace(".onnx", ".json")),
+        )
+        .expect("fixture exists"),
     )
     .expect("fixture is JSON");
     let m = partitioned(model);
 
     let ours = our_groups(&m);
     let theirs = tvm_groups(&fixture);
-    let only_ours: Vec<_> = ours.iter().filter(|(k, n)| theirs.get(*k) != Some(n)).collect();
-    let only_theirs: Vec<_> = theirs.iter().filter(|(k, n)| ours.get(*k) != Some(n)).collect();
+    let only_ours: Vec<_> = ours
+        .iter()
+        .filter(|(k, n)| theirs.get(*k) != Some(n))
+        .collect();
+    let only_theirs: Vec<_> = theirs
+        .iter()
+        .filter(|(k, n)| ours.get(*k) != Some(n))
+        .collect();
     assert!(
         only_ours.is_empty() && only_theirs.is_empty(),
         "{model}: fused groups differ\n tgc only: {only_ours:?}\n TVM only: {only_theirs:?}"
@@ -122,11 +147,22 @@ fn check(model: &str) {
 
     let tasks = extract_tasks(&m);
     let occurrences: usize = tasks.iter().map(|t| t.occurrences).sum();
-    let weight: u64 = fixture["tasks"].as_array().expect("tasks").iter().map(|t| t["weight"].as_u64().expect("w")).sum();
-    assert_eq!(occurrences as u64, weight, "{model}: task occurrences vs TVM's summed weights");
+    let weight: u64 = fixture["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .map(|t| t["weight"].as_u64().expect("w"))
+        .sum();
+    assert_eq!(
+        occurrences as u64, weight,
+        "{model}: task occurrences vs TVM's summed weights"
+    );
 
     let tvm_tasks = fixture["tasks"].as_array().expect("tasks").len();
-    assert!(tasks.len() <= tvm_tasks, "{model}: more distinct tasks than TVM");
+    assert!(
+        tasks.len() <= tvm_tasks,
+        "{model}: more distinct tasks than TVM"
+    );
     assert_eq!(
         tasks.len(),
         tvm_tasks_modulo_operand_order(&fixture),

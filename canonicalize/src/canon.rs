@@ -22,8 +22,8 @@
 //! different keys; a missed cache hit, never a wrong one.
 
 use crate::level::{encode_attrs, encode_type, Level};
-use std::collections::{BinaryHeap, HashMap};
 use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use tgc_ir::{Callee, Function, ValueId};
 
 type Color = u64;
@@ -145,7 +145,11 @@ fn refine(f: &Function, level: Level) -> Vec<Color> {
             let mut ctx: Vec<u64> = uses[v.index()]
                 .iter()
                 .map(|&(bi, slot)| {
-                    let consumer = if bi == usize::MAX { u64::MAX } else { binding_color[bi] };
+                    let consumer = if bi == usize::MAX {
+                        u64::MAX
+                    } else {
+                        binding_color[bi]
+                    };
                     mix(&[consumer, slot])
                 })
                 .collect();
@@ -195,7 +199,11 @@ pub fn canonical_order(f: &Function, level: Level) -> CanonicalOrder {
     let mut indegree = vec![0usize; f.bindings.len()];
     let mut users: Vec<Vec<usize>> = vec![Vec::new(); f.bindings.len()];
     for (bi, b) in f.bindings.iter().enumerate() {
-        let mut deps: Vec<usize> = b.operands.iter().filter_map(|v| def.get(v).copied()).collect();
+        let mut deps: Vec<usize> = b
+            .operands
+            .iter()
+            .filter_map(|v| def.get(v).copied())
+            .collect();
         deps.sort_unstable();
         deps.dedup();
         indegree[bi] = deps.len();
@@ -203,8 +211,10 @@ pub fn canonical_order(f: &Function, level: Level) -> CanonicalOrder {
             users[d].push(bi);
         }
     }
-    let mut ready: BinaryHeap<Reverse<(Color, usize)>> =
-        (0..f.bindings.len()).filter(|&i| indegree[i] == 0).map(|i| Reverse((key(i), i))).collect();
+    let mut ready: BinaryHeap<Reverse<(Color, usize)>> = (0..f.bindings.len())
+        .filter(|&i| indegree[i] == 0)
+        .map(|i| Reverse((key(i), i)))
+        .collect();
     let mut bindings = Vec::with_capacity(f.bindings.len());
     while let Some(Reverse((_, bi))) = ready.pop() {
         bindings.push(bi);
@@ -235,7 +245,11 @@ pub fn encode(f: &Function, level: Level) -> Vec<u8> {
         let b = &f.bindings[bi];
         callee_bytes(&b.callee, &mut out);
         encode_attrs(b, level, &mut out);
-        let mut ops: Vec<u32> = b.operands.iter().map(|v| number.get(v).copied().unwrap_or(u32::MAX)).collect();
+        let mut ops: Vec<u32> = b
+            .operands
+            .iter()
+            .map(|v| number.get(v).copied().unwrap_or(u32::MAX))
+            .collect();
         if is_commutative(&b.callee) {
             ops.sort_unstable();
         }

@@ -21,7 +21,8 @@ impl Features {
     pub fn of(f: &Function) -> Features {
         let order = canonical_order(f, Level::Structural);
         let mut log2_extents = Vec::new();
-        let mut push = |t: &TensorType| log2_extents.extend(t.shape.iter().map(|&d| (d.max(1) as f64).log2()));
+        let mut push =
+            |t: &TensorType| log2_extents.extend(t.shape.iter().map(|&d| (d.max(1) as f64).log2()));
         for &pi in &order.params {
             push(f.ty(f.params[pi]));
         }
@@ -37,9 +38,20 @@ impl Features {
                 flops += op_flops(op.name(), op.pattern(), &operands, &results, &b.attrs);
             }
         }
-        let bytes = f.params.iter().map(|p| f.ty(*p).size_bytes() as f64).sum::<f64>()
-            + f.results.iter().map(|r| f.ty(*r).size_bytes() as f64).sum::<f64>();
-        Features { log2_extents, flops, bytes }
+        let bytes = f
+            .params
+            .iter()
+            .map(|p| f.ty(*p).size_bytes() as f64)
+            .sum::<f64>()
+            + f.results
+                .iter()
+                .map(|r| f.ty(*r).size_bytes() as f64)
+                .sum::<f64>();
+        Features {
+            log2_extents,
+            flops,
+            bytes,
+        }
     }
 
     /// Euclidean distance between the log2-extent vectors, plus the log2 ratio of the FLOPs;
@@ -48,7 +60,12 @@ impl Features {
         if self.log2_extents.len() != other.log2_extents.len() {
             return None;
         }
-        let d2: f64 = self.log2_extents.iter().zip(&other.log2_extents).map(|(a, b)| (a - b) * (a - b)).sum();
+        let d2: f64 = self
+            .log2_extents
+            .iter()
+            .zip(&other.log2_extents)
+            .map(|(a, b)| (a - b) * (a - b))
+            .sum();
         let flop_ratio = ((self.flops + 1.0) / (other.flops + 1.0)).log2().abs();
         Some(d2.sqrt() + flop_ratio)
     }
@@ -58,7 +75,10 @@ impl Features {
         let mut d = Attrs::new();
         d.insert("flops".into(), Attr::Float(self.flops));
         d.insert("bytes".into(), Attr::Float(self.bytes));
-        d.insert("log2_extents".into(), Attr::floats(self.log2_extents.iter().map(|x| (x * 1e4).round() / 1e4)));
+        d.insert(
+            "log2_extents".into(),
+            Attr::floats(self.log2_extents.iter().map(|x| (x * 1e4).round() / 1e4)),
+        );
         Attr::Dict(d)
     }
 }
@@ -84,24 +104,41 @@ fn layout_attr<'a>(attrs: &'a Attrs, name: &str, default: &'a str) -> &'a str {
 /// Approximate FLOPs of one op: exact for convolutions and matrix products, one per output
 /// element for elementwise ops, one per input element for reductions, a small multiple for
 /// normalizations, zero for pure data movement.
-fn op_flops(name: &str, pattern: OpPattern, operands: &[&TensorType], results: &[&TensorType], attrs: &Attrs) -> f64 {
+fn op_flops(
+    name: &str,
+    pattern: OpPattern,
+    operands: &[&TensorType],
+    results: &[&TensorType],
+    attrs: &Attrs,
+) -> f64 {
     let out = results.first().map_or(0.0, |r| elems(r));
     let input = operands.first().map_or(0.0, |t| elems(t));
     match name {
         "nn.conv2d" => {
             let w = operands.get(1).copied();
-            w.map_or(0.0, |w| 2.0 * out * per_channel_weight(w, layout_attr(attrs, "kernel_layout", "OIHW"), 'O'))
+            w.map_or(0.0, |w| {
+                2.0 * out * per_channel_weight(w, layout_attr(attrs, "kernel_layout", "OIHW"), 'O')
+            })
         }
         "nn.conv2d_transpose" => {
             let w = operands.get(1).copied();
-            w.map_or(0.0, |w| 2.0 * input * per_channel_weight(w, layout_attr(attrs, "kernel_layout", "IOHW"), 'I'))
+            w.map_or(0.0, |w| {
+                2.0 * input
+                    * per_channel_weight(w, layout_attr(attrs, "kernel_layout", "IOHW"), 'I')
+            })
         }
         "matmul" | "nn.dense" | "nn.batch_matmul" => {
-            let k = operands.first().and_then(|a| a.shape.last().copied()).unwrap_or(1) as f64;
+            let k = operands
+                .first()
+                .and_then(|a| a.shape.last().copied())
+                .unwrap_or(1) as f64;
             2.0 * out * k
         }
         "nn.max_pool2d" | "nn.avg_pool2d" => {
-            let window: i64 = attrs.get("pool_size").and_then(Attr::as_ints).map_or(1, |v| v.iter().product());
+            let window: i64 = attrs
+                .get("pool_size")
+                .and_then(Attr::as_ints)
+                .map_or(1, |v| v.iter().product());
             out * window as f64
         }
         "nn.softmax" | "nn.log_softmax" => 4.0 * input,

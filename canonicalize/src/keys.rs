@@ -36,7 +36,9 @@ impl FromStr for TaskKey {
             .strip_prefix(KEY_PREFIX)
             .ok_or_else(|| format!("key '{s}' does not start with '{KEY_PREFIX}'"))?;
         if hex.len() != 32 || !hex.bytes().all(|c| c.is_ascii_hexdigit()) {
-            return Err(format!("key '{s}' must have 32 hex digits after '{KEY_PREFIX}'"));
+            return Err(format!(
+                "key '{s}' must have 32 hex digits after '{KEY_PREFIX}'"
+            ));
         }
         let mut out = [0u8; 16];
         for (i, byte) in out.iter_mut().enumerate() {
@@ -90,7 +92,11 @@ pub struct TaskKeys {
 
 impl TaskKeys {
     pub fn of(f: &Function) -> TaskKeys {
-        TaskKeys { exact: key(f, Level::Exact), structural: key(f, Level::Structural), family: key(f, Level::Family) }
+        TaskKeys {
+            exact: key(f, Level::Exact),
+            structural: key(f, Level::Structural),
+            family: key(f, Level::Family),
+        }
     }
 
     pub fn get(&self, level: Level) -> TaskKey {

@@ -44,7 +44,9 @@ impl std::str::FromStr for Level {
         Level::ALL
             .into_iter()
             .find(|l| l.name() == s)
-            .ok_or_else(|| format!("unknown key level '{s}'; valid levels: exact, structural, family"))
+            .ok_or_else(|| {
+                format!("unknown key level '{s}'; valid levels: exact, structural, family")
+            })
     }
 }
 
@@ -94,7 +96,11 @@ fn encode_attr(a: &Attr, out: &mut Vec<u8>) {
         }
         Attr::Float(v) => {
             out.push(b'f');
-            let bits = if v.is_nan() { f64::NAN.to_bits() } else { v.to_bits() };
+            let bits = if v.is_nan() {
+                f64::NAN.to_bits()
+            } else {
+                v.to_bits()
+            };
             out.extend_from_slice(&bits.to_le_bytes());
         }
         Attr::Str(s) => {

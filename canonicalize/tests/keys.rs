@@ -26,7 +26,17 @@ struct Recipe {
 }
 
 fn recipe() -> impl Strategy<Value = Recipe> {
-    (1usize..4, prop::collection::vec((0usize..UNARY.len() + BINARY.len() + 1, any::<usize>(), any::<usize>()), 1..10))
+    (
+        1usize..4,
+        prop::collection::vec(
+            (
+                0usize..UNARY.len() + BINARY.len() + 1,
+                any::<usize>(),
+                any::<usize>(),
+            ),
+            1..10,
+        ),
+    )
         .prop_flat_map(|(data_params, steps)| {
             let values = data_params + steps.len();
             (
@@ -46,7 +56,14 @@ fn recipe() -> impl Strategy<Value = Recipe> {
             let mut outputs = outputs;
             outputs.sort_unstable();
             outputs.dedup();
-            Recipe { channels, size, dtype: DType::F32, data_params, steps: fixed, outputs }
+            Recipe {
+                channels,
+                size,
+                dtype: DType::F32,
+                data_params,
+                steps: fixed,
+                outputs,
+            }
         })
 }
 
@@ -60,14 +77,20 @@ struct Rewrite {
 }
 
 fn rewrite() -> impl Strategy<Value = Rewrite> {
-    (any::<u64>(), any::<u64>(), any::<bool>(), prop_oneof![Just("v"), Just("renamed_"), Just("x.")]).prop_map(
-        |(param_order_seed, binding_order_seed, swap_commutative, name_prefix)| Rewrite {
-            param_order_seed,
-            binding_order_seed,
-            swap_commutative,
-            name_prefix,
-        },
+    (
+        any::<u64>(),
+        any::<u64>(),
+        any::<bool>(),
+        prop_oneof![Just("v"), Just("renamed_"), Just("x.")],
     )
+        .prop_map(
+            |(param_order_seed, binding_order_seed, swap_commutative, name_prefix)| Rewrite {
+                param_order_seed,
+                binding_order_seed,
+                swap_commutative,
+                name_prefix,
+            },
+        )
 }
 
 fn conv_attrs() -> Attrs {
@@ -101,7 +124,11 @@ fn build(r: &Recipe, w: Option<&Rewrite>) -> Function {
     };
     let mut params: HashMap<usize, ValueId> = HashMap::new();
     for i in order {
-        let ty = if i == r.data_params { weight_ty.clone() } else { data_ty.clone() };
+        let ty = if i == r.data_params {
+            weight_ty.clone()
+        } else {
+            data_ty.clone()
+        };
         params.insert(i, f.add_param(Some(&format!("{prefix}p{i}")), ty));
     }
     // Step i defines value data_params + i. Emit the steps in a random topological order.
@@ -112,17 +139,26 @@ fn build(r: &Recipe, w: Option<&Rewrite>) -> Function {
         if kind >= UNARY.len() {
             d.push(b);
         }
-        d.into_iter().filter(|&v| v >= r.data_params).map(|v| v - r.data_params).collect()
+        d.into_iter()
+            .filter(|&v| v >= r.data_params)
+            .map(|v| v - r.data_params)
+            .collect()
     };
     let mut emitted = vec![false; n];
     let mut order = Vec::new();
     let mut seed = w.map_or(0, |w| w.binding_order_seed) | 1;
     while order.len() < n {
-        let ready: Vec<usize> = (0..n).filter(|&i| !emitted[i] && deps(i).iter().all(|&d| emitted[d])).collect();
+        let ready: Vec<usize> = (0..n)
+            .filter(|&i| !emitted[i] && deps(i).iter().all(|&d| emitted[d]))
+            .collect();
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
-        let pick = if w.is_some() { ready[(seed % ready.len() as u64) as usize] } else { ready[0] };
+        let pick = if w.is_some() {
+            ready[(seed % ready.len() as u64) as usize]
+        } else {
+            ready[0]
+        };
         emitted[pick] = true;
         order.push(pick);
     }
@@ -165,12 +201,18 @@ fn graph(f: &Function) -> DiGraph<String, String> {
         node.insert(*p, g.add_node(format!("param {}", f.ty(*p))));
     }
     for b in &f.bindings {
-        let Callee::Op(op) = &b.callee else { panic!("no calls in generated tasks") };
+        let Callee::Op(op) = &b.callee else {
+            panic!("no calls in generated tasks")
+        };
         let mut keys: Vec<_> = op.with_defaults(&b.attrs).into_iter().collect();
         keys.sort_by(|a, b| a.0.cmp(&b.0));
         let n = g.add_node(format!("{} {:?} {}", op.name(), keys, f.ty(b.results[0])));
         for (slot, v) in b.operands.iter().enumerate() {
-            let label = if op.def().commutative { "c".to_string() } else { slot.to_string() };
+            let label = if op.def().commutative {
+                "c".to_string()
+            } else {
+                slot.to_string()
+            };
             g.add_edge(node[v], n, label);
         }
         node.insert(b.results[0], n);
@@ -262,11 +304,22 @@ proptest! {
 
 #[test]
 fn changing_an_attribute_changes_exact_and_structural_keys() {
-    let r = Recipe { channels: 4, size: 8, dtype: DType::F32, data_params: 1, steps: vec![(10, 0, 0)], outputs: vec![1] };
+    let r = Recipe {
+        channels: 4,
+        size: 8,
+        dtype: DType::F32,
+        data_params: 1,
+        steps: vec![(10, 0, 0)],
+        outputs: vec![1],
+    };
     let f = build(&r, None);
     let mut g = f.clone();
-    g.bindings[0].attrs.insert("dilation".into(), Attr::ints([2, 2]));
-    g.bindings[0].attrs.insert("padding".into(), Attr::ints([2, 2, 2, 2]));
+    g.bindings[0]
+        .attrs
+        .insert("dilation".into(), Attr::ints([2, 2]));
+    g.bindings[0]
+        .attrs
+        .insert("padding".into(), Attr::ints([2, 2, 2, 2]));
     assert_ne!(key(&f, Level::Exact), key(&g, Level::Exact));
     assert_ne!(key(&f, Level::Structural), key(&g, Level::Structural));
     assert_eq!(key(&f, Level::Family), key(&g, Level::Family));
@@ -274,17 +327,33 @@ fn changing_an_attribute_changes_exact_and_structural_keys() {
 
 #[test]
 fn default_attributes_are_the_same_as_absent_ones() {
-    let r = Recipe { channels: 4, size: 8, dtype: DType::F32, data_params: 1, steps: vec![(10, 0, 0)], outputs: vec![1] };
+    let r = Recipe {
+        channels: 4,
+        size: 8,
+        dtype: DType::F32,
+        data_params: 1,
+        steps: vec![(10, 0, 0)],
+        outputs: vec![1],
+    };
     let f = build(&r, None);
     let mut g = f.clone();
-    g.bindings[0].attrs.insert("strides".into(), Attr::ints([1, 1]));
+    g.bindings[0]
+        .attrs
+        .insert("strides".into(), Attr::ints([1, 1]));
     g.bindings[0].attrs.insert("groups".into(), Attr::Int(1));
     assert_eq!(TaskKeys::of(&f), TaskKeys::of(&g));
 }
 
 #[test]
 fn keys_print_and_parse() {
-    let r = Recipe { channels: 4, size: 8, dtype: DType::F32, data_params: 2, steps: vec![(5, 0, 1)], outputs: vec![2] };
+    let r = Recipe {
+        channels: 4,
+        size: 8,
+        dtype: DType::F32,
+        data_params: 2,
+        steps: vec![(5, 0, 1)],
+        outputs: vec![2],
+    };
     let k = key(&build(&r, None), Level::Exact);
     let text = k.to_string();
     assert!(text.starts_with("tgc1:") && text.len() == 5 + 32, "{text}");

@@ -9,12 +9,17 @@ use tgc_ir::Module;
 pub fn read_module(path: &str) -> Result<Module> {
     let (src, name) = if path == "-" {
         let mut s = String::new();
-        std::io::stdin().read_to_string(&mut s).context("<stdin>: cannot read")?;
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("<stdin>: cannot read")?;
         (s, "<stdin>".to_string())
     } else {
         let bytes = std::fs::read(path).with_context(|| format!("{path}: cannot read"))?;
         let s = String::from_utf8(bytes).map_err(|e| {
-            anyhow::anyhow!("{path}: not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to())
+            anyhow::anyhow!(
+                "{path}: not UTF-8 text (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            )
         })?;
         (s, path.to_string())
     };
@@ -24,11 +29,16 @@ pub fn read_module(path: &str) -> Result<Module> {
 /// Writes `text` to `out` (a path) or to stdout.
 pub fn write_output(out: Option<&Path>, text: &str) -> Result<()> {
     match out {
-        Some(p) => std::fs::write(p, text).with_context(|| format!("{}: cannot write", p.display())),
+        Some(p) => {
+            std::fs::write(p, text).with_context(|| format!("{}: cannot write", p.display()))
+        }
         None => {
             let mut stdout = std::io::stdout().lock();
             // A closed pipe (e.g. `| head`) is not an error worth reporting.
-            match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+            match stdout
+                .write_all(text.as_bytes())
+                .and_then(|()| stdout.flush())
+            {
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
                 r => r.context("<stdout>: cannot write"),
             }
@@ -60,7 +70,9 @@ pub fn parse_shape_arg(s: &str) -> Result<(String, Vec<i64>), String> {
         .split('x')
         .map(|d| match d.parse::<i64>() {
             Ok(v) if v >= 0 => Ok(v),
-            _ => Err(format!("'{d}' in '{s}' is not a dimension (a non-negative integer)")),
+            _ => Err(format!(
+                "'{d}' in '{s}' is not a dimension (a non-negative integer)"
+            )),
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok((name.to_string(), dims))

@@ -12,7 +12,11 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "tgc", version, about = "Task Graph Caching for TVM: partition, key, cache and seed tuning tasks")]
+#[command(
+    name = "tgc",
+    version,
+    about = "Task Graph Caching for TVM: partition, key, cache and seed tuning tasks"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -35,7 +39,12 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
-            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
                 let _ = e.print();
                 return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
                     ExitCode::FAILURE
@@ -44,7 +53,10 @@ fn main() -> ExitCode {
                 };
             }
             let rendered = e.render().to_string();
-            let first = rendered.lines().next().unwrap_or("error: invalid arguments");
+            let first = rendered
+                .lines()
+                .next()
+                .unwrap_or("error: invalid arguments");
             eprintln!("{first} (see 'tgc --help')");
             return ExitCode::FAILURE;
         }
@@ -54,7 +66,10 @@ fn main() -> ExitCode {
         Command::Import(args) => import::run(args),
         Command::Tasks(args) => tasks::run(args),
         Command::Passes => {
-            print!("Registered passes (use in --passes as name{{option=value ...}}):\n{}", tgc_pipelines::help_text());
+            print!(
+                "Registered passes (use in --passes as name{{option=value ...}}):\n{}",
+                tgc_pipelines::help_text()
+            );
             Ok(())
         }
     };
@@ -62,7 +77,11 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // One line: the error and its causes joined, outermost first.
-            let msg = e.chain().map(|c| c.to_string()).collect::<Vec<_>>().join(": ");
+            let msg = e
+                .chain()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(": ");
             eprintln!("error: {}", msg.replace('\n', " "));
             ExitCode::FAILURE
         }

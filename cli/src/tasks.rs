@@ -48,15 +48,21 @@ fn task_json(t: &Task) -> serde_json::Value {
 
 fn short_type(t: &TensorType) -> String {
     let s = t.to_string();
-    s.trim_start_matches("tensor<").trim_end_matches('>').to_string()
+    s.trim_start_matches("tensor<")
+        .trim_end_matches('>')
+        .to_string()
 }
 
 pub fn run(args: TasksArgs) -> Result<()> {
     let mut module = load_model(&args.model, &args.shapes)?;
     let mut pm = PassManager::new(Instrumentation::default());
-    tgc_pipelines::build_pipeline(&format!("partition{{max-depth={}}},canonicalize", args.max_depth), &mut pm)
-        .map_err(|e| anyhow!("--max-depth: {e}"))?;
-    pm.run(&mut module, &mut std::io::sink()).map_err(|e| anyhow!("{}: {e}", args.model))?;
+    tgc_pipelines::build_pipeline(
+        &format!("partition{{max-depth={}}},canonicalize", args.max_depth),
+        &mut pm,
+    )
+    .map_err(|e| anyhow!("--max-depth: {e}"))?;
+    pm.run(&mut module, &mut std::io::sink())
+        .map_err(|e| anyhow!("{}: {e}", args.model))?;
     let tasks = extract_tasks(&module);
     let occurrences: usize = tasks.iter().map(|t| t.occurrences).sum();
     let text = if args.json {
@@ -82,7 +88,12 @@ pub fn run(args: TasksArgs) -> Result<()> {
             "output"
         );
         for (i, t) in tasks.iter().enumerate() {
-            let output = t.result_types.iter().map(short_type).collect::<Vec<_>>().join(", ");
+            let output = t
+                .result_types
+                .iter()
+                .map(short_type)
+                .collect::<Vec<_>>()
+                .join(", ");
             out.push_str(&format!(
                 "{:>4}  {:<44} {:>4} {:>12.2}  {:<37} {}\n",
                 i,

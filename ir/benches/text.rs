@@ -19,10 +19,14 @@ fn generate(n: usize) -> Module {
     let mut skip = x;
     let mut block = 0;
     while f.bindings.len() + 4 <= n {
-        let y = f.push_op1("nn.conv2d", &[x, w], conv_attrs.clone()).expect("conv2d");
+        let y = f
+            .push_op1("nn.conv2d", &[x, w], conv_attrs.clone())
+            .expect("conv2d");
         let y = f.push_op1("add", &[y, b], Attrs::new()).expect("add");
         let y = if block % 3 == 2 {
-            let s = f.push_op1("add", &[y, skip], Attrs::new()).expect("residual");
+            let s = f
+                .push_op1("add", &[y, skip], Attrs::new())
+                .expect("residual");
             skip = s;
             s
         } else {
@@ -45,8 +49,12 @@ fn bench_text(c: &mut Criterion) {
     assert_eq!(module.num_bindings(), 10_000);
     let text = print_module(&module);
     let mut g = c.benchmark_group("text-10k-bindings");
-    g.bench_function("parse", |b| b.iter(|| parse_module(&text, "bench.tgc").expect("parses")));
-    g.bench_function("verify", |b| b.iter(|| verify_module(&module).expect("verifies")));
+    g.bench_function("parse", |b| {
+        b.iter(|| parse_module(&text, "bench.tgc").expect("parses"))
+    });
+    g.bench_function("verify", |b| {
+        b.iter(|| verify_module(&module).expect("verifies"))
+    });
     g.bench_function("print", |b| b.iter(|| print_module(&module)));
     g.bench_function("parse+verify+print", |b| {
         b.iter(|| {

@@ -164,7 +164,10 @@ impl Attr {
 
 /// Structural equality of two attribute dictionaries (order matters: it is printed).
 pub fn attrs_same(a: &Attrs, b: &Attrs) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|((ka, va), (kb, vb))| ka == kb && va.same_as(vb))
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|((ka, va), (kb, vb))| ka == kb && va.same_as(vb))
 }
 
 impl From<i64> for Attr {

@@ -35,13 +35,18 @@ impl Function {
             });
         }
         self.check_operands(operands)?;
-        check_attrs(def, attrs)
-            .map_err(|p| IrError::Attr { op: op.to_string(), message: p.to_string() })?;
+        check_attrs(def, attrs).map_err(|p| IrError::Attr {
+            op: op.to_string(),
+            message: p.to_string(),
+        })?;
         let attrs = handle.with_defaults(attrs);
         let types: SmallVec<[_; 4]> = operands.iter().map(|&v| self.ty(v)).collect();
         let results = handle
             .infer(&types, &attrs)
-            .map_err(|message| IrError::Infer { op: op.to_string(), message })?;
+            .map_err(|message| IrError::Infer {
+                op: op.to_string(),
+                message,
+            })?;
         Ok((handle, attrs, results))
     }
 
@@ -67,7 +72,10 @@ impl Function {
     ) -> Result<ValueId, IrError> {
         let (handle, attrs, results) = self.check_op(op, operands, &attrs)?;
         if results.len() != 1 {
-            return Err(IrError::NotSingleResult { op: op.to_string(), count: results.len() });
+            return Err(IrError::NotSingleResult {
+                op: op.to_string(),
+                count: results.len(),
+            });
         }
         Ok(self.push_binding(Callee::Op(handle), operands, attrs, results)[0])
     }
@@ -80,7 +88,9 @@ impl Function {
         callee: &str,
         operands: &[ValueId],
     ) -> Result<SmallVec<[ValueId; 1]>, IrError> {
-        let f = module.function(callee).ok_or_else(|| IrError::UnknownFunction(callee.into()))?;
+        let f = module
+            .function(callee)
+            .ok_or_else(|| IrError::UnknownFunction(callee.into()))?;
         if f.params.len() != operands.len() {
             return Err(IrError::CallArity {
                 callee: callee.to_string(),
@@ -107,7 +117,12 @@ impl Function {
             .iter()
             .map(|&r| sig(r).cloned().ok_or(IrError::UnknownValue(r.0)))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(self.push_binding(Callee::Func(callee.to_string()), operands, Attrs::new(), results))
+        Ok(self.push_binding(
+            Callee::Func(callee.to_string()),
+            operands,
+            Attrs::new(),
+            results,
+        ))
     }
 }
 

@@ -13,13 +13,21 @@ pub enum IrError {
     #[error("value #{0} does not exist in this function")]
     UnknownValue(u32),
     #[error("'{op}' takes {expected} operands, got {got}")]
-    Arity { op: String, expected: Arity, got: usize },
+    Arity {
+        op: String,
+        expected: Arity,
+        got: usize,
+    },
     #[error("'{op}': {message}")]
     Attr { op: String, message: String },
     #[error("'{op}': {message}")]
     Infer { op: String, message: String },
     #[error("'@{callee}' takes {expected} operands, got {got}")]
-    CallArity { callee: String, expected: usize, got: usize },
+    CallArity {
+        callee: String,
+        expected: usize,
+        got: usize,
+    },
     #[error("'@{callee}': operand {index} has type {got}, expected {expected}")]
     CallOperandType {
         callee: String,

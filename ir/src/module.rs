@@ -178,8 +178,10 @@ impl Function {
         attrs: Attrs,
         result_types: Vec<TensorType>,
     ) -> SmallVec<[ValueId; 1]> {
-        let results: SmallVec<[ValueId; 1]> =
-            result_types.into_iter().map(|t| self.new_value(None, t)).collect();
+        let results: SmallVec<[ValueId; 1]> = result_types
+            .into_iter()
+            .map(|t| self.new_value(None, t))
+            .collect();
         self.bindings.push(Binding {
             results: results.clone(),
             callee,
@@ -199,7 +201,10 @@ impl Function {
 
     /// Whether the function carries `Primitive = true` (a fused group, i.e. a tuning task).
     pub fn is_primitive(&self) -> bool {
-        matches!(self.attrs.get("Primitive"), Some(crate::attr::Attr::Bool(true)))
+        matches!(
+            self.attrs.get("Primitive"),
+            Some(crate::attr::Attr::Bool(true))
+        )
     }
 
     /// Alpha-equivalence: same parameter types, the same bindings in the same order (callee,
@@ -241,7 +246,10 @@ impl Function {
                 map.insert(*ra, *rb);
             }
         }
-        self.results.iter().zip(&other.results).all(|(a, b)| map.get(a) == Some(b))
+        self.results
+            .iter()
+            .zip(&other.results)
+            .all(|(a, b)| map.get(a) == Some(b))
     }
 }
 
@@ -255,7 +263,11 @@ pub struct Module {
 
 impl Module {
     pub fn new(name: impl Into<String>) -> Self {
-        Module { name: name.into(), attrs: Attrs::new(), functions: IndexMap::new() }
+        Module {
+            name: name.into(),
+            attrs: Attrs::new(),
+            functions: IndexMap::new(),
+        }
     }
 
     /// Adds a function; fails if one of that name exists.
@@ -286,8 +298,10 @@ impl Module {
         self.name == other.name
             && attrs_same(&self.attrs, &other.attrs)
             && self.functions.len() == other.functions.len()
-            && self.functions.iter().zip(&other.functions).all(|((na, fa), (nb, fb))| {
-                na == nb && fa.structurally_equal(fb)
-            })
+            && self
+                .functions
+                .iter()
+                .zip(&other.functions)
+                .all(|((na, fa), (nb, fb))| na == nb && fa.structurally_equal(fb))
     }
 }

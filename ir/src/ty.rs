@@ -16,11 +16,17 @@ pub struct TensorType {
 
 impl TensorType {
     pub fn new(dtype: DType, shape: impl IntoIterator<Item = i64>) -> Self {
-        TensorType { shape: shape.into_iter().collect(), dtype }
+        TensorType {
+            shape: shape.into_iter().collect(),
+            dtype,
+        }
     }
 
     pub fn scalar(dtype: DType) -> Self {
-        TensorType { shape: Shape::new(), dtype }
+        TensorType {
+            shape: Shape::new(),
+            dtype,
+        }
     }
 
     pub fn rank(&self) -> usize {
@@ -42,7 +48,10 @@ impl TensorType {
     }
 
     pub fn with_dtype(&self, dtype: DType) -> Self {
-        TensorType { shape: self.shape.clone(), dtype }
+        TensorType {
+            shape: self.shape.clone(),
+            dtype,
+        }
     }
 }
 

@@ -38,9 +38,14 @@ pub enum AttrProblem {
 /// Checks `attrs` against the schema of `def`.
 pub fn check_attrs(def: &OpDef, attrs: &Attrs) -> Result<(), AttrProblem> {
     for (name, value) in attrs {
-        let spec = def.attr_spec(name).ok_or_else(|| AttrProblem::Unknown(name.clone()))?;
+        let spec = def
+            .attr_spec(name)
+            .ok_or_else(|| AttrProblem::Unknown(name.clone()))?;
         if !spec.kind.accepts(value) {
-            return Err(AttrProblem::Kind { name: name.clone(), expected: spec.kind });
+            return Err(AttrProblem::Kind {
+                name: name.clone(),
+                expected: spec.kind,
+            });
         }
     }
     match def
@@ -87,11 +92,19 @@ pub enum Problem {
     #[error("the callee takes {expected} operands, got {got}")]
     CallArity { expected: usize, got: usize },
     #[error("operand {index} has type {got}, the callee expects {expected}")]
-    CallOperandType { index: usize, expected: TensorType, got: TensorType },
+    CallOperandType {
+        index: usize,
+        expected: TensorType,
+        got: TensorType,
+    },
     #[error("has {got} results, the callee returns {expected}")]
     CallResultCount { expected: usize, got: usize },
     #[error("result {index} has type {declared}, the callee returns {expected}")]
-    CallResultType { index: usize, expected: TensorType, declared: TensorType },
+    CallResultType {
+        index: usize,
+        expected: TensorType,
+        declared: TensorType,
+    },
     #[error("the callee's signature is malformed: value #{0} is out of range")]
     MalformedCallee(u32),
     #[error("recursive call: {}", call_chain(.cycle))]
@@ -105,7 +118,11 @@ fn name_prefix(name: &Option<String>) -> String {
 
 /// `@a -> @b -> @a`.
 fn call_chain(cycle: &[String]) -> String {
-    cycle.iter().map(|f| format!("@{f}")).collect::<Vec<_>>().join(" -> ")
+    cycle
+        .iter()
+        .map(|f| format!("@{f}"))
+        .collect::<Vec<_>>()
+        .join(" -> ")
 }
 
 /// A verification failure: the function, the binding when there is one (printed as its
@@ -145,7 +162,12 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
 /// through other functions is a module property; [`verify_module`] checks it. A function
 /// that calls itself directly is reported here.
 pub fn verify_function(m: &Module, f: &Function) -> Result<(), VerifyError> {
-    FunctionVerifier { m, f, defined: vec![false; f.num_values()] }.run()
+    FunctionVerifier {
+        m,
+        f,
+        defined: vec![false; f.num_values()],
+    }
+    .run()
 }
 
 struct FunctionVerifier<'a> {
@@ -169,8 +191,13 @@ impl<'a> FunctionVerifier<'a> {
         if id.index() < self.defined.len() {
             Ok(())
         } else {
-            Err(self
-                .error(binding, Problem::ValueOutOfRange { id: id.0, count: self.defined.len() }))
+            Err(self.error(
+                binding,
+                Problem::ValueOutOfRange {
+                    id: id.0,
+                    count: self.defined.len(),
+                },
+            ))
         }
     }
 
@@ -189,7 +216,13 @@ impl<'a> FunctionVerifier<'a> {
             let ty = f.ty(p);
             if ty.shape.iter().any(|&d| d < 0) {
                 let name = f.name_of(p).to_string();
-                return Err(self.error(None, Problem::NegativeExtent { name, ty: ty.clone() }));
+                return Err(self.error(
+                    None,
+                    Problem::NegativeExtent {
+                        name,
+                        ty: ty.clone(),
+                    },
+                ));
             }
         }
         for (i, b) in f.bindings.iter().enumerate() {
@@ -221,13 +254,19 @@ impl<'a> FunctionVerifier<'a> {
     fn check_op_binding(&self, b: &Binding, op: Op) -> Result<(), Problem> {
         let (f, def) = (self.f, op.def());
         if !def.inputs.accepts(b.operands.len()) {
-            return Err(Problem::Arity { expected: def.inputs, got: b.operands.len() });
+            return Err(Problem::Arity {
+                expected: def.inputs,
+                got: b.operands.len(),
+            });
         }
         check_attrs(def, &b.attrs).map_err(Problem::Attr)?;
         let operands: SmallVec<[&TensorType; 4]> = b.operands.iter().map(|&v| f.ty(v)).collect();
         let inferred = op.infer(&operands, &b.attrs).map_err(Problem::Infer)?;
         if inferred.len() != b.results.len() {
-            return Err(Problem::ResultCount { expected: inferred.len(), got: b.results.len() });
+            return Err(Problem::ResultCount {
+                expected: inferred.len(),
+                got: b.results.len(),
+            });
         }
         let several = b.results.len() > 1;
         for (&r, inferred) in b.results.iter().zip(inferred) {
@@ -244,18 +283,27 @@ impl<'a> FunctionVerifier<'a> {
 
     fn check_call(&self, b: &Binding, callee: &str) -> Result<(), Problem> {
         let f = self.f;
-        let g =
-            self.m.function(callee).ok_or_else(|| Problem::UnknownCallee(callee.to_string()))?;
+        let g = self
+            .m
+            .function(callee)
+            .ok_or_else(|| Problem::UnknownCallee(callee.to_string()))?;
         if g.name == f.name {
-            return Err(Problem::Recursion { cycle: vec![f.name.clone(), f.name.clone()] });
+            return Err(Problem::Recursion {
+                cycle: vec![f.name.clone(), f.name.clone()],
+            });
         }
         // The callee's own verification reports its defects; here its signature only must be
         // readable.
         let sig = |id: ValueId| {
-            (id.index() < g.num_values()).then(|| g.ty(id)).ok_or(Problem::MalformedCallee(id.0))
+            (id.index() < g.num_values())
+                .then(|| g.ty(id))
+                .ok_or(Problem::MalformedCallee(id.0))
         };
         if g.params.len() != b.operands.len() {
-            return Err(Problem::CallArity { expected: g.params.len(), got: b.operands.len() });
+            return Err(Problem::CallArity {
+                expected: g.params.len(),
+                got: b.operands.len(),
+            });
         }
         for (index, (&p, &v)) in g.params.iter().zip(&b.operands).enumerate() {
             let expected = sig(p)?;
@@ -310,8 +358,12 @@ fn check_no_recursion(m: &Module) -> Result<(), VerifyError> {
         OnStack,
         Done,
     }
-    let index: HashMap<&str, usize> =
-        m.functions.keys().enumerate().map(|(i, k)| (k.as_str(), i)).collect();
+    let index: HashMap<&str, usize> = m
+        .functions
+        .keys()
+        .enumerate()
+        .map(|(i, k)| (k.as_str(), i))
+        .collect();
     // Per function: (binding index, callee index) for each call of a known function.
     let calls: Vec<Vec<(usize, usize)>> = m
         .functions
@@ -350,8 +402,10 @@ fn check_no_recursion(m: &Module) -> Result<(), VerifyError> {
                 }
                 State::OnStack => {
                     let start = stack.iter().position(|&(h, _)| h == g).unwrap_or(0);
-                    let mut cycle: Vec<String> =
-                        stack[start..].iter().map(|&(h, _)| m.functions[h].name.clone()).collect();
+                    let mut cycle: Vec<String> = stack[start..]
+                        .iter()
+                        .map(|&(h, _)| m.functions[h].name.clone())
+                        .collect();
                     cycle.push(m.functions[g].name.clone());
                     let f = &m.functions[fi];
                     return Err(VerifyError {

@@ -26,8 +26,14 @@ fn check(src: &str, expected: &str) {
 fn error_fields_and_display() {
     let e: ParseError = parse_module("module @m {\n  fun\n}\n", "x.tgc").unwrap_err();
     assert_eq!((e.file.as_str(), e.line, e.col), ("x.tgc", 2, 3));
-    assert_eq!(e.message, "expected 'func' or '}' to close the module, found 'fun'");
-    assert_eq!(e.to_string(), "x.tgc:2:3: expected 'func' or '}' to close the module, found 'fun'");
+    assert_eq!(
+        e.message,
+        "expected 'func' or '}' to close the module, found 'fun'"
+    );
+    assert_eq!(
+        e.to_string(),
+        "x.tgc:2:3: expected 'func' or '}' to close the module, found 'fun'"
+    );
     let as_error: &dyn std::error::Error = &e;
     assert!(as_error.source().is_none());
 }
@@ -59,7 +65,10 @@ fn undefined_value() {
         &in_function("    %y = nn.relu(%y) : tensor<2xf32>\n    return %y\n"),
         "bad.tgc:3:18: use of undefined value '%y'",
     );
-    check(&in_function("    return %nope\n"), "bad.tgc:3:12: use of undefined value '%nope'");
+    check(
+        &in_function("    return %nope\n"),
+        "bad.tgc:3:12: use of undefined value '%nope'",
+    );
 }
 
 #[test]
@@ -102,7 +111,10 @@ fn bad_types() {
         &with_param("tensor<1x-3xf32>"),
         "bad.tgc:2:24: expected dtype after 'x' in tensor type, found '-3xf32'",
     );
-    check(&with_param("tensor<1y3xf32>"), "bad.tgc:2:22: invalid dimension '1y3' in tensor type");
+    check(
+        &with_param("tensor<1y3xf32>"),
+        "bad.tgc:2:22: invalid dimension '1y3' in tensor type",
+    );
     check(
         &with_param("tensor<99999999999999999999xf32>"),
         "bad.tgc:2:22: dimension '99999999999999999999' out of range in tensor type",
@@ -111,9 +123,18 @@ fn bad_types() {
         &with_param("tensor<>"),
         "bad.tgc:2:22: expected shape and dtype in tensor type, found '>'",
     );
-    check(&with_param("tensor<f32"), "bad.tgc:2:25: expected '>' to close tensor type, found ')'");
-    check(&with_param("f32"), "bad.tgc:2:15: expected tensor type, found 'f32'");
-    check(&with_param("tensor"), "bad.tgc:2:21: expected '<' after 'tensor', found ')'");
+    check(
+        &with_param("tensor<f32"),
+        "bad.tgc:2:25: expected '>' to close tensor type, found ')'",
+    );
+    check(
+        &with_param("f32"),
+        "bad.tgc:2:15: expected tensor type, found 'f32'",
+    );
+    check(
+        &with_param("tensor"),
+        "bad.tgc:2:21: expected '<' after 'tensor', found ')'",
+    );
 }
 
 #[test]
@@ -162,8 +183,14 @@ fn duplicate_function() {
 
 #[test]
 fn strings() {
-    check("module @m attributes {s = \"abc} {\n}\n", "bad.tgc:1:27: unterminated string");
-    check("module @m attributes {s = \"abc", "bad.tgc:1:27: unterminated string");
+    check(
+        "module @m attributes {s = \"abc} {\n}\n",
+        "bad.tgc:1:27: unterminated string",
+    );
+    check(
+        "module @m attributes {s = \"abc",
+        "bad.tgc:1:27: unterminated string",
+    );
     check(
         "module @m attributes {s = \"a\\qb\"} {\n}\n",
         "bad.tgc:1:29: unknown escape sequence '\\q'",
@@ -180,9 +207,18 @@ fn strings() {
 
 #[test]
 fn bad_numbers() {
-    check("module @m attributes {a = 12abc} {\n}\n", "bad.tgc:1:27: invalid number '12abc'");
-    check("module @m attributes {a = 1.5.2} {\n}\n", "bad.tgc:1:27: invalid number '1.5.2'");
-    check("module @m attributes {a = 1e} {\n}\n", "bad.tgc:1:27: invalid number '1e'");
+    check(
+        "module @m attributes {a = 12abc} {\n}\n",
+        "bad.tgc:1:27: invalid number '12abc'",
+    );
+    check(
+        "module @m attributes {a = 1.5.2} {\n}\n",
+        "bad.tgc:1:27: invalid number '1.5.2'",
+    );
+    check(
+        "module @m attributes {a = 1e} {\n}\n",
+        "bad.tgc:1:27: invalid number '1e'",
+    );
     check(
         "module @m attributes {a = 9223372036854775808} {\n}\n",
         "bad.tgc:1:27: integer '9223372036854775808' out of range",
@@ -199,7 +235,10 @@ fn bad_numbers() {
 
 #[test]
 fn bad_attribute_dictionaries() {
-    check("module @m attributes {a = 1, a = 2} {\n}\n", "bad.tgc:1:30: duplicate attribute 'a'");
+    check(
+        "module @m attributes {a = 1, a = 2} {\n}\n",
+        "bad.tgc:1:30: duplicate attribute 'a'",
+    );
     check(
         "module @m attributes {a = 1,} {\n}\n",
         "bad.tgc:1:29: expected attribute name, found '}'",
@@ -217,7 +256,10 @@ fn bad_attribute_dictionaries() {
         "[".repeat(100_000),
         "]".repeat(100_000)
     );
-    check(&deep, "bad.tgc:1:155: attributes nested deeper than 128 levels");
+    check(
+        &deep,
+        "bad.tgc:1:155: attributes nested deeper than 128 levels",
+    );
 }
 
 #[test]
@@ -243,28 +285,46 @@ fn missing_braces_and_truncation() {
         &in_function("    %0 = add(%x, %x)\n    return %0\n"),
         "bad.tgc:4:5: expected ':' and result types, found 'return'",
     );
-    check(&in_function(""), "bad.tgc:3:3: expected binding or 'return', found '}'");
-    check("module @m {\n  func @f( -> () {\n", "bad.tgc:2:12: expected parameter name, found '->'");
+    check(
+        &in_function(""),
+        "bad.tgc:3:3: expected binding or 'return', found '}'",
+    );
+    check(
+        "module @m {\n  func @f( -> () {\n",
+        "bad.tgc:2:12: expected parameter name, found '->'",
+    );
     check(
         "module @m {\n  func @f() {\n",
         "bad.tgc:2:13: expected '->' after parameter list, found '{'",
     );
-    check("module {\n}\n", "bad.tgc:1:8: expected module name '@name' after 'module', found '{'");
+    check(
+        "module {\n}\n",
+        "bad.tgc:1:8: expected module name '@name' after 'module', found '{'",
+    );
 }
 
 #[test]
 fn stray_tokens() {
-    check("module @m {\n}\n}\n", "bad.tgc:3:1: expected end of input after the module, found '}'");
+    check(
+        "module @m {\n}\n}\n",
+        "bad.tgc:3:1: expected end of input after the module, found '}'",
+    );
     check(
         "module @m {\n} extra",
         "bad.tgc:2:3: expected end of input after the module, found 'extra'",
     );
-    check(&in_function("    $ = 1\n"), "bad.tgc:3:5: unexpected character '$'");
+    check(
+        &in_function("    $ = 1\n"),
+        "bad.tgc:3:5: unexpected character '$'",
+    );
     check(
         &in_function("    %0 = add(%x, %x) : tensor<2xf32> %1\n    return %0\n"),
         "bad.tgc:4:5: expected '=' or ',' after result name, found 'return'",
     );
-    check(&in_function("    % = 1\n"), "bad.tgc:3:5: expected value name after '%'");
+    check(
+        &in_function("    % = 1\n"),
+        "bad.tgc:3:5: expected value name after '%'",
+    );
     // Raw control characters in a quoted token are escaped, keeping the message on one line.
     check(
         "module @m attributes {a \"x\ry\"} {\n}\n",

@@ -30,9 +30,14 @@ impl Pass for Canonicalize {
         for f in module.functions.values_mut().filter(|f| f.is_primitive()) {
             let keys = TaskKeys::of(f);
             let features = Features::of(f);
-            f.attrs.insert(EXACT_KEY_ATTR.into(), Attr::Str(keys.exact.to_string()));
-            f.attrs.insert(STRUCTURAL_KEY_ATTR.into(), Attr::Str(keys.structural.to_string()));
-            f.attrs.insert(FAMILY_KEY_ATTR.into(), Attr::Str(keys.family.to_string()));
+            f.attrs
+                .insert(EXACT_KEY_ATTR.into(), Attr::Str(keys.exact.to_string()));
+            f.attrs.insert(
+                STRUCTURAL_KEY_ATTR.into(),
+                Attr::Str(keys.structural.to_string()),
+            );
+            f.attrs
+                .insert(FAMILY_KEY_ATTR.into(), Attr::Str(keys.family.to_string()));
             f.attrs.insert(FEATURES_ATTR.into(), features.to_attr());
         }
         Ok(())

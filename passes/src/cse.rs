@@ -95,7 +95,10 @@ pub fn eliminate_common_subexpressions(f: &mut Function) -> usize {
                     && e.results.len() == b.results.len()
                     && expression_operands(e) == key_ops
                     && attrs_same(&e.attrs, &b.attrs)
-                    && e.results.iter().zip(&b.results).all(|(x, y)| f.ty(*x) == f.ty(*y))
+                    && e.results
+                        .iter()
+                        .zip(&b.results)
+                        .all(|(x, y)| f.ty(*x) == f.ty(*y))
             })
         });
         match earlier {

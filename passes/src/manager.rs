@@ -44,7 +44,11 @@ pub struct Instrumentation {
 
 impl Default for Instrumentation {
     fn default() -> Self {
-        Instrumentation { verify_each: true, print_ir_after: PrintIrAfter::Never, bisect_limit: None }
+        Instrumentation {
+            verify_each: true,
+            print_ir_after: PrintIrAfter::Never,
+            bisect_limit: None,
+        }
     }
 }
 
@@ -63,7 +67,10 @@ pub enum PipelineError {
     #[error("input IR is invalid: {0}")]
     InvalidInput(String),
     #[error("pass '{pass}' failed: {error}")]
-    PassFailed { pass: &'static str, error: PassError },
+    PassFailed {
+        pass: &'static str,
+        error: PassError,
+    },
     #[error("pass '{pass}' produced invalid IR: {message}")]
     InvalidOutput { pass: &'static str, message: String },
     #[error("cannot write IR dump: {0}")]
@@ -79,7 +86,10 @@ pub struct PassManager {
 
 impl PassManager {
     pub fn new(instrumentation: Instrumentation) -> Self {
-        PassManager { passes: Vec::new(), instrumentation }
+        PassManager {
+            passes: Vec::new(),
+            instrumentation,
+        }
     }
 
     pub fn add(&mut self, pass: Box<dyn Pass>) {
@@ -100,7 +110,11 @@ impl PassManager {
     }
 
     /// Runs every pass over `module`, writing IR dumps to `dump`.
-    pub fn run(&self, module: &mut Module, dump: &mut dyn Write) -> Result<Vec<PassRun>, PipelineError> {
+    pub fn run(
+        &self,
+        module: &mut Module,
+        dump: &mut dyn Write,
+    ) -> Result<Vec<PassRun>, PipelineError> {
         let inst = &self.instrumentation;
         if inst.verify_each {
             verify_module(module).map_err(|e| PipelineError::InvalidInput(e.to_string()))?;
@@ -109,11 +123,16 @@ impl PassManager {
         for (i, pass) in self.passes.iter().enumerate() {
             let name = pass.info().name;
             if inst.bisect_limit.is_some_and(|limit| i >= limit) {
-                runs.push(PassRun { name, elapsed: Duration::ZERO, skipped: true });
+                runs.push(PassRun {
+                    name,
+                    elapsed: Duration::ZERO,
+                    skipped: true,
+                });
                 continue;
             }
             let start = Instant::now();
-            pass.run(module).map_err(|error| PipelineError::PassFailed { pass: name, error })?;
+            pass.run(module)
+                .map_err(|error| PipelineError::PassFailed { pass: name, error })?;
             let elapsed = start.elapsed();
             if inst.verify_each {
                 verify_module(module).map_err(|e| PipelineError::InvalidOutput {
@@ -125,7 +144,11 @@ impl PassManager {
                 writeln!(dump, "// -----// IR Dump After {name} //----- //")?;
                 dump.write_all(print_module(module).as_bytes())?;
             }
-            runs.push(PassRun { name, elapsed, skipped: false });
+            runs.push(PassRun {
+                name,
+                elapsed,
+                skipped: false,
+            });
         }
         Ok(runs)
     }
@@ -137,10 +160,17 @@ pub fn format_timings(runs: &[PassRun]) -> String {
     let mut out = String::from("===- pass execution timing -===\n   wall (ms)   share  pass\n");
     for r in runs {
         if r.skipped {
-            out.push_str(&format!("{:>12}  {:>6}  {} (skipped: bisect limit)\n", "-", "-", r.name));
+            out.push_str(&format!(
+                "{:>12}  {:>6}  {} (skipped: bisect limit)\n",
+                "-", "-", r.name
+            ));
             continue;
         }
-        let share = if total.is_zero() { 0.0 } else { 100.0 * r.elapsed.as_secs_f64() / total.as_secs_f64() };
+        let share = if total.is_zero() {
+            0.0
+        } else {
+            100.0 * r.elapsed.as_secs_f64() / total.as_secs_f64()
+        };
         out.push_str(&format!(
             "{:>12.3}  {:>5.1}%  {}\n",
             r.elapsed.as_secs_f64() * 1e3,
@@ -148,6 +178,9 @@ pub fn format_timings(runs: &[PassRun]) -> String {
             r.name
         ));
     }
-    out.push_str(&format!("{:>12.3}  100.0%  total\n", total.as_secs_f64() * 1e3));
+    out.push_str(&format!(
+        "{:>12.3}  100.0%  total\n",
+        total.as_secs_f64() * 1e3
+    ));
     out
 }

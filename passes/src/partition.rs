@@ -60,9 +60,13 @@ pub static INFO: PassInfo = PassInfo {
     create: |o: &PassOptions| {
         let depth = o.int("max-depth");
         if depth < 1 {
-            return Err(format!("option 'max-depth' of pass 'partition' must be at least 1, got {depth}"));
+            return Err(format!(
+                "option 'max-depth' of pass 'partition' must be at least 1, got {depth}"
+            ));
         }
-        Ok(Box::new(Partition { max_depth: depth as usize }))
+        Ok(Box::new(Partition {
+            max_depth: depth as usize,
+        }))
     },
 };
 
@@ -73,7 +77,9 @@ pub struct Partition {
 
 impl Default for Partition {
     fn default() -> Self {
-        Partition { max_depth: DEFAULT_MAX_DEPTH }
+        Partition {
+            max_depth: DEFAULT_MAX_DEPTH,
+        }
     }
 }
 
@@ -90,7 +96,9 @@ impl Pass for Partition {
             .map(|f| f.name.clone())
             .collect();
         for name in targets {
-            let Some(f) = module.functions.get(&name) else { continue };
+            let Some(f) = module.functions.get(&name) else {
+                continue;
+            };
             let groups = fuse_groups(f, self.max_depth);
             let (rewritten, outlined) = outline(module, f, &groups)?;
             module.functions.insert(name, rewritten);
@@ -129,7 +137,9 @@ fn is_constant(b: &Binding) -> bool {
 ///   (guarded by a bound check), which is ElemWise too; leading padding shifts them
 ///   (`A[i - 1]`), which is Injective.
 pub fn binding_pattern(f: &Function, b: &Binding) -> OpPattern {
-    let Some(op) = b.callee.op() else { return OpPattern::Opaque };
+    let Some(op) = b.callee.op() else {
+        return OpPattern::Opaque;
+    };
     let pattern = op.pattern();
     if pattern == OpPattern::Broadcast {
         let result = b.results.first().map(|r| &f.ty(*r).shape);
@@ -138,7 +148,11 @@ pub fn binding_pattern(f: &Function, b: &Binding) -> OpPattern {
         }
     }
     if op.name() == "nn.pad" {
-        let widths = b.attrs.get("pad_width").and_then(Attr::as_ints).unwrap_or_default();
+        let widths = b
+            .attrs
+            .get("pad_width")
+            .and_then(Attr::as_ints)
+            .unwrap_or_default();
         if widths.iter().step_by(2).all(|&before| before == 0) {
             return OpPattern::ElemWise;
         }
@@ -157,7 +171,11 @@ fn build_graph(f: &Function) -> Graph {
         }
         let pattern = binding_pattern(f, b);
         let id = nodes.len();
-        nodes.push(Node { pattern, outputs: Vec::new(), extern_ref: false });
+        nodes.push(Node {
+            pattern,
+            outputs: Vec::new(),
+            extern_ref: false,
+        });
         node_of_binding[bi] = Some(id);
         for v in &b.operands {
             if let Some(&p) = producer.get(v) {
@@ -169,7 +187,11 @@ fn build_graph(f: &Function) -> Graph {
         } else {
             for r in &b.results {
                 let item = nodes.len();
-                nodes.push(Node { pattern: OpPattern::Injective, outputs: Vec::new(), extern_ref: false });
+                nodes.push(Node {
+                    pattern: OpPattern::Injective,
+                    outputs: Vec::new(),
+                    extern_ref: false,
+                });
                 nodes[id].outputs.push((item, OpPattern::Injective));
                 producer.insert(*r, item);
             }
@@ -180,7 +202,10 @@ fn build_graph(f: &Function) -> Graph {
             nodes[p].extern_ref = true;
         }
     }
-    Graph { nodes, node_of_binding }
+    Graph {
+        nodes,
+        node_of_binding,
+    }
 }
 
 /// A node of the post-dominator tree.
@@ -197,7 +222,14 @@ fn combine(a: OpPattern, b: OpPattern) -> OpPattern {
 
 fn post_dominators(g: &Graph) -> Vec<DomNode> {
     let n = g.nodes.len();
-    let mut dom = vec![DomNode { parent: None, depth: 1, pattern: OpPattern::Opaque }; n];
+    let mut dom = vec![
+        DomNode {
+            parent: None,
+            depth: 1,
+            pattern: OpPattern::Opaque
+        };
+        n
+    ];
     for id in (0..n).rev() {
         let node = &g.nodes[id];
         if node.extern_ref || node.outputs.is_empty() {
@@ -256,7 +288,11 @@ impl Groups {
             parent: (0..n).collect(),
             pattern: g.nodes.iter().map(|x| x.pattern).collect(),
             num_nodes: vec![1; n],
-            has_anchor: g.nodes.iter().map(|x| x.pattern == OpPattern::OutEWiseFusable).collect(),
+            has_anchor: g
+                .nodes
+                .iter()
+                .map(|x| x.pattern == OpPattern::OutEWiseFusable)
+                .collect(),
         }
     }
 
@@ -295,10 +331,18 @@ impl Fuser<'_> {
     fn check_path(&mut self, src: usize, sink: usize, cond: fn(OpPattern, bool) -> bool) -> bool {
         self.visited.iter_mut().for_each(|v| *v = false);
         let graph = self.graph;
-        graph.nodes[src].outputs.iter().all(|&(o, _)| self.check_path_from(o, sink, cond))
+        graph.nodes[src]
+            .outputs
+            .iter()
+            .all(|&(o, _)| self.check_path_from(o, sink, cond))
     }
 
-    fn check_path_from(&mut self, node: usize, sink: usize, cond: fn(OpPattern, bool) -> bool) -> bool {
+    fn check_path_from(
+        &mut self,
+        node: usize,
+        sink: usize,
+        cond: fn(OpPattern, bool) -> bool,
+    ) -> bool {
         if self.visited[node] {
             return true;
         }
@@ -311,7 +355,10 @@ impl Fuser<'_> {
             return true;
         }
         let graph = self.graph;
-        graph.nodes[node].outputs.iter().all(|&(o, _)| self.check_path_from(o, sink, cond))
+        graph.nodes[node]
+            .outputs
+            .iter()
+            .all(|&(o, _)| self.check_path_from(o, sink, cond))
     }
 
     /// Merges every node on the paths from `src` to `sink` into the sink's group.
@@ -361,14 +408,18 @@ fn fuse_groups(f: &Function, max_depth: usize) -> Vec<Option<usize>> {
     let graph = build_graph(f);
     let dom = post_dominators(&graph);
     let n = graph.nodes.len();
-    let mut fuser = Fuser { graph: &graph, groups: Groups::new(&graph), visited: vec![false; n] };
+    let mut fuser = Fuser {
+        graph: &graph,
+        groups: Groups::new(&graph),
+        visited: vec![false; n],
+    };
     for phase in 0..2 {
-        for id in 0..n {
+        for (id, dom_node) in dom.iter().enumerate() {
             // TVM reads the pattern of the node's own group record here, not its root's: a
             // node that absorbed an anchor carries the anchor's pattern from then on.
             let group_pattern = fuser.groups.pattern[id];
             let root = fuser.groups.root(id);
-            let Some(sink) = dom[id].parent else { continue };
+            let Some(sink) = dom_node.parent else { continue };
             if group_pattern == Opaque {
                 continue;
             }
@@ -378,7 +429,7 @@ fn fuse_groups(f: &Function, max_depth: usize) -> Vec<Option<usize>> {
             if fuser.groups.root(sink) == root {
                 continue;
             }
-            let dom_pattern = dom[id].pattern;
+            let dom_pattern = dom_node.pattern;
             match group_pattern {
                 OutEWiseFusable => {
                     if phase == 0
@@ -470,7 +521,10 @@ fn outline(
             members[gi].push(bi);
         }
     }
-    let binding_group: Vec<Option<usize>> = group_of.iter().map(|g| g.map(|g| group_index[&g])).collect();
+    let binding_group: Vec<Option<usize>> = group_of
+        .iter()
+        .map(|g| g.map(|g| group_index[&g]))
+        .collect();
     let mut def_binding: HashMap<ValueId, usize> = HashMap::new();
     for (bi, b) in f.bindings.iter().enumerate() {
         for r in &b.results {
@@ -542,10 +596,20 @@ fn outline(
                     outputs.push(*r);
                 }
             }
-            g.push(Binding { results, callee: b.callee.clone(), operands, attrs: b.attrs.clone() });
+            g.push(Binding {
+                results,
+                callee: b.callee.clone(),
+                operands,
+                attrs: b.attrs.clone(),
+            });
         }
         g.results = outputs.iter().map(|o| map[o]).collect();
-        calls.push(Binding { results: outputs, callee: Callee::Func(name), operands: args, attrs: Default::default() });
+        calls.push(Binding {
+            results: outputs,
+            callee: Callee::Func(name),
+            operands: args,
+            attrs: Default::default(),
+        });
         outlined.push(g);
     }
 
@@ -578,7 +642,11 @@ fn outline(
 }
 
 /// Orders `items` so that every operand is defined before use, preferring original order.
-fn topological_order(f: &Function, items: &[Binding], first_pos: &[usize]) -> Result<Vec<Binding>, PassError> {
+fn topological_order(
+    f: &Function,
+    items: &[Binding],
+    first_pos: &[usize],
+) -> Result<Vec<Binding>, PassError> {
     let mut producer: HashMap<ValueId, usize> = HashMap::new();
     for (i, b) in items.iter().enumerate() {
         for r in &b.results {
@@ -588,12 +656,19 @@ fn topological_order(f: &Function, items: &[Binding], first_pos: &[usize]) -> Re
     let mut indegree = vec![0usize; items.len()];
     let mut users: Vec<Vec<usize>> = vec![Vec::new(); items.len()];
     for (i, b) in items.iter().enumerate() {
-        let mut deps: Vec<usize> = b.operands.iter().filter_map(|v| producer.get(v).copied()).collect();
+        let mut deps: Vec<usize> = b
+            .operands
+            .iter()
+            .filter_map(|v| producer.get(v).copied())
+            .collect();
         deps.sort_unstable();
         deps.dedup();
         for d in deps {
             if d == i {
-                return Err(PassError(format!("@{}: a fused group uses its own result", f.name)));
+                return Err(PassError(format!(
+                    "@{}: a fused group uses its own result",
+                    f.name
+                )));
             }
             indegree[i] += 1;
             users[d].push(i);
@@ -614,7 +689,10 @@ fn topological_order(f: &Function, items: &[Binding], first_pos: &[usize]) -> Re
         }
     }
     if out.len() != items.len() {
-        return Err(PassError(format!("@{}: fused groups depend on each other cyclically", f.name)));
+        return Err(PassError(format!(
+            "@{}: fused groups depend on each other cyclically",
+            f.name
+        )));
     }
     Ok(out)
 }

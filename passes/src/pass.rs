@@ -63,8 +63,14 @@ impl OptionValue {
     /// Parses `text` as a value of `kind`.
     pub fn parse(kind: OptionKind, text: &str) -> Result<OptionValue, String> {
         match kind {
-            OptionKind::Int => text.parse().map(OptionValue::Int).map_err(|_| "an integer".into()),
-            OptionKind::Float => text.parse().map(OptionValue::Float).map_err(|_| "a number".into()),
+            OptionKind::Int => text
+                .parse()
+                .map(OptionValue::Int)
+                .map_err(|_| "an integer".into()),
+            OptionKind::Float => text
+                .parse()
+                .map(OptionValue::Float)
+                .map_err(|_| "a number".into()),
             OptionKind::Bool => match text {
                 "true" | "1" => Ok(OptionValue::Bool(true)),
                 "false" | "0" => Ok(OptionValue::Bool(false)),
@@ -104,7 +110,11 @@ impl PassOptions {
                     format!(
                         "unknown option '{name}' for pass '{}'; valid options: {}",
                         info.name,
-                        info.options.iter().map(|o| o.name).collect::<Vec<_>>().join(", ")
+                        info.options
+                            .iter()
+                            .map(|o| o.name)
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     )
                 });
             }

@@ -34,12 +34,21 @@ pub fn build_pipeline(text: &str, pm: &mut PassManager) -> Result<(), PipelinePa
     for element in parse_pipeline(text)? {
         let info = lookup(&element.name).ok_or_else(|| PipelineParseError {
             column: element.column,
-            message: format!("unknown pass '{}'; valid passes: {}", element.name, pass_names()),
+            message: format!(
+                "unknown pass '{}'; valid passes: {}",
+                element.name,
+                pass_names()
+            ),
         })?;
-        let options = PassOptions::resolve(info, &element.options)
-            .map_err(|message| PipelineParseError { column: element.column, message })?;
-        let pass = (info.create)(&options)
-            .map_err(|message| PipelineParseError { column: element.column, message })?;
+        let options =
+            PassOptions::resolve(info, &element.options).map_err(|message| PipelineParseError {
+                column: element.column,
+                message,
+            })?;
+        let pass = (info.create)(&options).map_err(|message| PipelineParseError {
+            column: element.column,
+            message,
+        })?;
         pm.add(pass);
     }
     Ok(())
@@ -56,7 +65,11 @@ pub fn help_text() -> String {
                 o.name,
                 o.kind,
                 o.help,
-                if o.default.is_empty() { "\"\"" } else { o.default }
+                if o.default.is_empty() {
+                    "\"\""
+                } else {
+                    o.default
+                }
             ));
         }
     }

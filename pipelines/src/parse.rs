@@ -41,7 +41,10 @@ impl Cursor<'_> {
         }
     }
     fn err(&self, message: impl Into<String>) -> PipelineParseError {
-        PipelineParseError { column: self.pos + 1, message: message.into() }
+        PipelineParseError {
+            column: self.pos + 1,
+            message: message.into(),
+        }
     }
     fn found(&self) -> String {
         match self.peek() {
@@ -51,7 +54,10 @@ impl Cursor<'_> {
     }
     fn ident(&mut self, what: &str) -> Result<String, PipelineParseError> {
         let start = self.pos;
-        while self.peek().is_some_and(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.') {
+        while self
+            .peek()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+        {
             self.pos += 1;
         }
         if start == self.pos {
@@ -69,7 +75,10 @@ impl Cursor<'_> {
                 self.pos += 1;
             }
             if self.peek().is_none() {
-                return Err(PipelineParseError { column: open + 1, message: "unterminated quoted value".into() });
+                return Err(PipelineParseError {
+                    column: open + 1,
+                    message: "unterminated quoted value".into(),
+                });
             }
             let v = self.chars[start..self.pos].iter().collect();
             self.pos += 1;
@@ -96,7 +105,11 @@ impl Cursor<'_> {
 
 /// Parses pipeline text into its elements. An empty (or all-blank) text is the empty pipeline.
 pub fn parse_pipeline(text: &str) -> Result<Vec<PipelineElement>, PipelineParseError> {
-    let mut c = Cursor { chars: text.chars().collect(), pos: 0, _src: text };
+    let mut c = Cursor {
+        chars: text.chars().collect(),
+        pos: 0,
+        _src: text,
+    };
     let mut out = Vec::new();
     c.skip_ws();
     if c.peek().is_none() {
@@ -119,7 +132,10 @@ pub fn parse_pipeline(text: &str) -> Result<Vec<PipelineElement>, PipelineParseE
                 let key = c.ident("an option name or '}'")?;
                 c.skip_ws();
                 if c.peek() != Some('=') {
-                    return Err(c.err(format!("expected '=' after option '{key}', found {}", c.found())));
+                    return Err(c.err(format!(
+                        "expected '=' after option '{key}', found {}",
+                        c.found()
+                    )));
                 }
                 c.pos += 1;
                 c.skip_ws();
@@ -127,12 +143,21 @@ pub fn parse_pipeline(text: &str) -> Result<Vec<PipelineElement>, PipelineParseE
                 options.push((key, value));
             }
         }
-        out.push(PipelineElement { name, options, column });
+        out.push(PipelineElement {
+            name,
+            options,
+            column,
+        });
         c.skip_ws();
         match c.peek() {
             None => return Ok(out),
             Some(',') => c.pos += 1,
-            Some(_) => return Err(c.err(format!("expected ',' or end of pipeline, found {}", c.found()))),
+            Some(_) => {
+                return Err(c.err(format!(
+                    "expected ',' or end of pipeline, found {}",
+                    c.found()
+                )))
+            }
         }
     }
 }
@@ -145,11 +170,21 @@ mod tests {
     fn parses_names_options_and_quotes() {
         let p = parse_pipeline(" dce , partition{max-depth=8 name='a b'},x{t={\"k\": 1}}").unwrap();
         assert_eq!(p.len(), 3);
-        assert_eq!(p[0], PipelineElement { name: "dce".into(), options: vec![], column: 2 });
+        assert_eq!(
+            p[0],
+            PipelineElement {
+                name: "dce".into(),
+                options: vec![],
+                column: 2
+            }
+        );
         assert_eq!(p[1].name, "partition");
         assert_eq!(
             p[1].options,
-            vec![("max-depth".into(), "8".into()), ("name".into(), "a b".into())]
+            vec![
+                ("max-depth".into(), "8".into()),
+                ("name".into(), "a b".into())
+            ]
         );
         assert_eq!(p[2].options, vec![("t".into(), "{\"k\": 1}".into())]);
     }
@@ -163,14 +198,29 @@ mod tests {
     #[test]
     fn errors_point_at_the_problem() {
         let e = parse_pipeline("dce,,cse").unwrap_err();
-        assert_eq!(e.to_string(), "pipeline column 5: expected a pass name, found ','");
+        assert_eq!(
+            e.to_string(),
+            "pipeline column 5: expected a pass name, found ','"
+        );
         let e = parse_pipeline("dce{x}").unwrap_err();
-        assert_eq!(e.to_string(), "pipeline column 6: expected '=' after option 'x', found '}'");
+        assert_eq!(
+            e.to_string(),
+            "pipeline column 6: expected '=' after option 'x', found '}'"
+        );
         let e = parse_pipeline("dce cse").unwrap_err();
-        assert_eq!(e.to_string(), "pipeline column 5: expected ',' or end of pipeline, found 'c'");
+        assert_eq!(
+            e.to_string(),
+            "pipeline column 5: expected ',' or end of pipeline, found 'c'"
+        );
         let e = parse_pipeline("dce{x='abc").unwrap_err();
-        assert_eq!(e.to_string(), "pipeline column 7: unterminated quoted value");
+        assert_eq!(
+            e.to_string(),
+            "pipeline column 7: unterminated quoted value"
+        );
         let e = parse_pipeline("dce{x=1").unwrap_err();
-        assert_eq!(e.to_string(), "pipeline column 8: expected an option name or '}', found end of pipeline");
+        assert_eq!(
+            e.to_string(),
+            "pipeline column 8: expected an option name or '}', found end of pipeline"
+        );
     }
 }

@@ -13,7 +13,9 @@ fn f32(shape: &[i64]) -> TensorType {
 }
 
 fn attrs(list: &[(&str, Attr)]) -> Attrs {
-    list.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+    list.iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
 }
 
 /// A ResNet stem built with the checked builder.
@@ -21,7 +23,10 @@ fn stem() -> (Function, ValueId) {
     let mut f = Function::new("stem");
     let x = f.add_param(Some("data"), f32(&[1, 3, 224, 224]));
     let w = f.add_param(Some("w"), f32(&[64, 3, 7, 7]));
-    let conv = [("strides", Attr::ints([2, 2])), ("padding", Attr::ints([3]))];
+    let conv = [
+        ("strides", Attr::ints([2, 2])),
+        ("padding", Attr::ints([3])),
+    ];
     let c = f.push_op1("nn.conv2d", &[x, w], attrs(&conv)).unwrap();
     let r = f.push_op1("nn.relu", &[c], Attrs::new()).unwrap();
     let pool = [
@@ -43,7 +48,10 @@ fn push_op_infers_types_and_fills_defaults() {
     assert_eq!(conv.get("groups"), Some(&Attr::Int(1)));
     assert_eq!(conv.get("data_layout"), Some(&Attr::str("NCHW")));
     assert_eq!(conv.get("strides"), Some(&Attr::ints([2, 2])));
-    assert!(!conv.contains_key("out_dtype"), "optional attributes stay absent");
+    assert!(
+        !conv.contains_key("out_dtype"),
+        "optional attributes stay absent"
+    );
     let mut m = Module::new("m");
     m.add_function(f).unwrap();
     assert_eq!(verify_module(&m), Ok(()));
@@ -57,7 +65,10 @@ fn push_op_returns_every_result() {
         .push_op(
             "split",
             &[x],
-            attrs(&[("indices_or_sections", Attr::ints([2, 5])), ("axis", Attr::Int(1))]),
+            attrs(&[
+                ("indices_or_sections", Attr::ints([2, 5])),
+                ("axis", Attr::Int(1)),
+            ]),
         )
         .unwrap();
     let types: Vec<_> = parts.iter().map(|&v| f.ty(v).clone()).collect();
@@ -95,15 +106,33 @@ fn push_op_refusals_leave_the_function_unchanged() {
     assert!(matches!(e, IrError::Infer { .. }));
     let e = f.push_op("add", &[x], Attrs::new()).unwrap_err();
     assert_eq!(e.to_string(), "'add' takes 2 operands, got 1");
-    let e = f.push_op("nn.relu", &[x], attrs(&[("alpha", Attr::Float(0.1))])).unwrap_err();
+    let e = f
+        .push_op("nn.relu", &[x], attrs(&[("alpha", Attr::Float(0.1))]))
+        .unwrap_err();
     assert_eq!(e.to_string(), "'nn.relu': unknown attribute 'alpha'");
-    let e = f.push_op("clip", &[x], attrs(&[("min", Attr::Float(0.0))])).unwrap_err();
+    let e = f
+        .push_op("clip", &[x], attrs(&[("min", Attr::Float(0.0))]))
+        .unwrap_err();
     assert_eq!(e.to_string(), "'clip': missing required attribute 'max'");
-    let e = f.push_op("nn.softmax", &[x], attrs(&[("axis", Attr::str("1"))])).unwrap_err();
+    let e = f
+        .push_op("nn.softmax", &[x], attrs(&[("axis", Attr::str("1"))]))
+        .unwrap_err();
     assert_eq!(e.to_string(), "'nn.softmax': attribute 'axis' must be int");
-    assert_eq!(f.push_op("nn.relu", &[ValueId(42)], Attrs::new()), Err(IrError::UnknownValue(42)));
-    let e = f.push_op1("split", &[x], attrs(&[("indices_or_sections", Attr::Int(2))])).unwrap_err();
-    assert_eq!(e.to_string(), "'split' has 2 results where one was expected");
+    assert_eq!(
+        f.push_op("nn.relu", &[ValueId(42)], Attrs::new()),
+        Err(IrError::UnknownValue(42))
+    );
+    let e = f
+        .push_op1(
+            "split",
+            &[x],
+            attrs(&[("indices_or_sections", Attr::Int(2))]),
+        )
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "'split' has 2 results where one was expected"
+    );
 
     assert_eq!((f.bindings.len(), f.num_values()), before);
 }
@@ -133,7 +162,10 @@ fn call_refusals() {
     let mut main = Function::new("main");
     let x = main.add_param(None, f32(&[1, 3, 224, 224]));
     let w = main.add_param(None, f32(&[64, 3, 3, 3]));
-    assert_eq!(main.call(&m, "nope", &[x, w]), Err(IrError::UnknownFunction("nope".into())));
+    assert_eq!(
+        main.call(&m, "nope", &[x, w]),
+        Err(IrError::UnknownFunction("nope".into()))
+    );
     let e = main.call(&m, "stem", &[x]).unwrap_err();
     assert_eq!(e.to_string(), "'@stem' takes 2 operands, got 1");
     let e = main.call(&m, "stem", &[x, w]).unwrap_err();
@@ -141,6 +173,9 @@ fn call_refusals() {
         e.to_string(),
         "'@stem': operand 1 has type tensor<64x3x3x3xf32>, expected tensor<64x3x7x7xf32>"
     );
-    assert_eq!(main.call(&m, "stem", &[x, ValueId(9)]), Err(IrError::UnknownValue(9)));
+    assert_eq!(
+        main.call(&m, "stem", &[x, ValueId(9)]),
+        Err(IrError::UnknownValue(9))
+    );
     assert!(main.bindings.is_empty());
 }

@@ -47,10 +47,16 @@ impl<'m> NodeAttrs<'m> {
     }
 
     fn expect(&self, name: &str, want: AttributeType) -> PResult<Option<&'m AttributeProto>> {
-        let Some(a) = self.get(name) else { return Ok(None) };
+        let Some(a) = self.get(name) else {
+            return Ok(None);
+        };
         let got = Self::kind(a);
         if got != want {
-            bail!("attribute '{name}' must be {}, the model gives {}", kind_name(want), kind_name(got));
+            bail!(
+                "attribute '{name}' must be {}, the model gives {}",
+                kind_name(want),
+                kind_name(got)
+            );
         }
         Ok(Some(a))
     }
@@ -72,15 +78,21 @@ impl<'m> NodeAttrs<'m> {
     }
 
     pub fn ints(&self, name: &str) -> PResult<Option<Vec<i64>>> {
-        Ok(self.expect(name, AttributeType::INTS)?.map(|a| a.ints.clone()))
+        Ok(self
+            .expect(name, AttributeType::INTS)?
+            .map(|a| a.ints.clone()))
     }
 
     pub fn floats(&self, name: &str) -> PResult<Option<Vec<f64>>> {
-        Ok(self.expect(name, AttributeType::FLOATS)?.map(|a| a.floats.iter().map(|f| *f as f64).collect()))
+        Ok(self
+            .expect(name, AttributeType::FLOATS)?
+            .map(|a| a.floats.iter().map(|f| *f as f64).collect()))
     }
 
     pub fn string(&self, name: &str) -> PResult<Option<String>> {
-        let Some(a) = self.expect(name, AttributeType::STRING)? else { return Ok(None) };
+        let Some(a) = self.expect(name, AttributeType::STRING)? else {
+            return Ok(None);
+        };
         match String::from_utf8(a.s.clone()) {
             Ok(s) => Ok(Some(s)),
             Err(_) => bail!("attribute '{name}' is not valid UTF-8"),
@@ -92,7 +104,9 @@ impl<'m> NodeAttrs<'m> {
     }
 
     pub fn tensor(&self, name: &str) -> PResult<Option<&'m TensorProto>> {
-        let Some(a) = self.expect(name, AttributeType::TENSOR)? else { return Ok(None) };
+        let Some(a) = self.expect(name, AttributeType::TENSOR)? else {
+            return Ok(None);
+        };
         match a.t.as_ref() {
             Some(t) => Ok(Some(t)),
             None => bail!("attribute '{name}' has no tensor"),

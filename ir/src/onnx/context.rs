@@ -86,7 +86,13 @@ pub(crate) struct Importer<'m, 'o> {
 
 impl<'m, 'o> Importer<'m, 'o> {
     pub fn new(f: Function, opts: &'o ImportOptions, opset: i64) -> Self {
-        Importer { f, env: HashMap::new(), opts, opset, out_names: Vec::new() }
+        Importer {
+            f,
+            env: HashMap::new(),
+            opts,
+            opset,
+            out_names: Vec::new(),
+        }
     }
 
     /// The type of a value.
@@ -116,7 +122,9 @@ impl<'m, 'o> Importer<'m, 'o> {
         if let Some(t) = c.decoded.get() {
             return Ok(t.clone());
         }
-        let Origin::Weight(proto) = &c.origin else { return Ok(None) };
+        let Origin::Weight(proto) = &c.origin else {
+            return Ok(None);
+        };
         let n = c.ty.num_elements() as usize;
         let limit = if c.ty.dtype.is_float() {
             self.opts.fold_float_max_elements
@@ -254,9 +262,9 @@ impl<'m, 'o> Importer<'m, 'o> {
         if let Some(tensors) = self.all_const(operands)? {
             let refs: Vec<&Tensor> = tensors.iter().map(|t| t.as_ref()).collect();
             if let Some(results) = eval::eval(op, &refs, &attrs, self.opts.fold_int_max_elements)? {
-                let small = results.iter().all(|t| {
-                    !t.dtype.is_float() || t.len() <= self.opts.fold_float_max_elements
-                });
+                let small = results
+                    .iter()
+                    .all(|t| !t.dtype.is_float() || t.len() <= self.opts.fold_float_max_elements);
                 if small {
                     return Ok(results
                         .into_iter()

@@ -30,7 +30,11 @@ pub(crate) enum Place {
     /// The file as a whole (decoding, model-level fields).
     File,
     /// A node: its name (may be empty), its position in the graph and its op type.
-    Node { name: String, index: usize, op_type: String },
+    Node {
+        name: String,
+        index: usize,
+        op_type: String,
+    },
     /// A graph input.
     Input(String),
     /// A graph output.
@@ -41,12 +45,18 @@ pub(crate) enum Place {
 
 impl Problem {
     pub fn new(place: Place, message: impl Into<String>) -> Problem {
-        Problem { place, message: message.into() }
+        Problem {
+            place,
+            message: message.into(),
+        }
     }
 
     /// A problem that is not yet tied to a place; the caller sets one with [`Problem::at`].
     pub fn msg(message: impl Into<String>) -> Problem {
-        Problem { place: Place::File, message: message.into() }
+        Problem {
+            place: Place::File,
+            message: message.into(),
+        }
     }
 
     /// Puts a placeless problem at `place`; a problem that already has a place keeps it.
@@ -70,7 +80,11 @@ impl fmt::Display for Place {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Place::File => Ok(()),
-            Place::Node { name, index, op_type } if name.is_empty() => {
+            Place::Node {
+                name,
+                index,
+                op_type,
+            } if name.is_empty() => {
                 write!(f, "node #{index} ({}): ", one_line(op_type))
             }
             Place::Node { name, op_type, .. } => {

@@ -79,11 +79,18 @@ pub(crate) fn relax_emission_order(f: &mut Function, node_of: &[usize]) {
             used_outside[d] = true;
         }
     }
-    let mut e = Emitter { bindings: &bindings, def, state: vec![State::NotYet; bindings.len()], order: Vec::new() };
+    let mut e = Emitter {
+        bindings: &bindings,
+        def,
+        state: vec![State::NotYet; bindings.len()],
+        order: Vec::new(),
+    };
     let mut start = 0;
     while start < bindings.len() {
         let node = node_of[start];
-        let end = (start..bindings.len()).find(|&i| node_of[i] != node).unwrap_or(bindings.len());
+        let end = (start..bindings.len())
+            .find(|&i| node_of[i] != node)
+            .unwrap_or(bindings.len());
         let outward: Vec<usize> = (start..end).filter(|&i| used_outside[i]).collect();
         match outward.as_slice() {
             // One single-result binding carries the node's value: bind what it needs now,

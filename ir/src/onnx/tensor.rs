@@ -110,15 +110,22 @@ pub(crate) const MAX_DIM: i64 = 1 << 31;
 /// extents above [`MAX_DIM`] and overflow.
 pub(crate) fn num_elements(shape: &[i64]) -> PResult<usize> {
     if shape.len() > MAX_RANK {
-        bail!("rank {} is above the supported maximum of {MAX_RANK}", shape.len());
+        bail!(
+            "rank {} is above the supported maximum of {MAX_RANK}",
+            shape.len()
+        );
     }
     let mut n: usize = 1;
     for &d in shape {
         if d > MAX_DIM {
             bail!("dimension {d} in shape {shape:?} is above the supported maximum of {MAX_DIM}");
         }
-        let Ok(d) = usize::try_from(d) else { bail!("negative dimension {d} in shape {shape:?}") };
-        let Some(m) = n.checked_mul(d) else { bail!("shape {shape:?} has too many elements") };
+        let Ok(d) = usize::try_from(d) else {
+            bail!("negative dimension {d} in shape {shape:?}")
+        };
+        let Some(m) = n.checked_mul(d) else {
+            bail!("shape {shape:?} has too many elements")
+        };
         n = m;
     }
     Ok(n)
@@ -151,7 +158,9 @@ pub(crate) fn wrap_int(dtype: DType, v: i64) -> i64 {
 
 /// The IR dtype of an ONNX `TensorProto.DataType` code.
 pub(crate) fn dtype_of(code: i32) -> PResult<DType> {
-    let Some(dt) = DataType::from_i32(code) else { bail!("unknown element type code {code}") };
+    let Some(dt) = DataType::from_i32(code) else {
+        bail!("unknown element type code {code}")
+    };
     Ok(match dt {
         DataType::FLOAT => DType::F32,
         DataType::UINT8 => DType::U8,
@@ -183,7 +192,10 @@ pub(crate) fn decode(t: &TensorProto, max_elements: usize) -> PResult<Tensor> {
     let dtype = dtype_of(t.data_type)?;
     let n = num_elements(&t.dims)?;
     if n > max_elements {
-        bail!("tensor of shape {:?} is too large to read as a constant ({n} elements)", t.dims);
+        bail!(
+            "tensor of shape {:?} is too large to read as a constant ({n} elements)",
+            t.dims
+        );
     }
     if t.data_location.enum_value() == Ok(DataLocation::EXTERNAL) || !t.external_data.is_empty() {
         bail!("tensor data is stored in an external file, which is not supported");
@@ -196,18 +208,30 @@ pub(crate) fn decode(t: &TensorProto, max_elements: usize) -> PResult<Tensor> {
         DType::F32 => Data::Float(exact(n, &t.float_data)?.iter().map(|x| *x as f64).collect()),
         DType::F64 => Data::Float(exact(n, &t.double_data)?.to_vec()),
         DType::F16 => Data::Float(
-            exact(n, &t.int32_data)?.iter().map(|x| f16_bits_to_f64(*x as u16)).collect(),
+            exact(n, &t.int32_data)?
+                .iter()
+                .map(|x| f16_bits_to_f64(*x as u16))
+                .collect(),
         ),
         DType::BF16 => Data::Float(
-            exact(n, &t.int32_data)?.iter().map(|x| bf16_bits_to_f64(*x as u16)).collect(),
+            exact(n, &t.int32_data)?
+                .iter()
+                .map(|x| bf16_bits_to_f64(*x as u16))
+                .collect(),
         ),
         DType::I64 => Data::Int(exact(n, &t.int64_data)?.to_vec()),
-        DType::U32 | DType::U64 => {
-            Data::Int(exact(n, &t.uint64_data)?.iter().map(|x| wrap_int(dtype, *x as i64)).collect())
-        }
-        DType::Bool | DType::I8 | DType::I16 | DType::I32 | DType::U8 | DType::U16 => {
-            Data::Int(exact(n, &t.int32_data)?.iter().map(|x| wrap_int(dtype, *x as i64)).collect())
-        }
+        DType::U32 | DType::U64 => Data::Int(
+            exact(n, &t.uint64_data)?
+                .iter()
+                .map(|x| wrap_int(dtype, *x as i64))
+                .collect(),
+        ),
+        DType::Bool | DType::I8 | DType::I16 | DType::I32 | DType::U8 | DType::U16 => Data::Int(
+            exact(n, &t.int32_data)?
+                .iter()
+                .map(|x| wrap_int(dtype, *x as i64))
+                .collect(),
+        ),
     };
     Ok(Tensor::new(dtype, shape, data))
 }
@@ -222,7 +246,11 @@ fn exact<T>(n: usize, v: &[T]) -> PResult<&[T]> {
 fn decode_raw(dtype: DType, shape: Vec<i64>, n: usize, raw: &[u8]) -> PResult<Tensor> {
     let width = (dtype.bits() / 8) as usize;
     if Some(raw.len()) != n.checked_mul(width) {
-        bail!("raw tensor data has {} bytes, shape {shape:?} of {dtype} needs {}", raw.len(), n * width);
+        bail!(
+            "raw tensor data has {} bytes, shape {shape:?} of {dtype} needs {}",
+            raw.len(),
+            n * width
+        );
     }
     let words = raw.chunks_exact(width).map(|c| {
         let mut b = [0u8; 8];
@@ -281,7 +309,11 @@ fn f64_to_f16_bits(v: f64) -> u16 {
         return sign | rounded as u16;
     }
     let rounded = mant + 0xfff + ((mant >> 13) & 1);
-    let (exp, mant) = if rounded & 0x80_0000 != 0 { (exp + 1, 0) } else { (exp, rounded >> 13) };
+    let (exp, mant) = if rounded & 0x80_0000 != 0 {
+        (exp + 1, 0)
+    } else {
+        (exp, rounded >> 13)
+    };
     if exp >= 31 {
         return sign | 0x7c00;
     }

@@ -29,7 +29,11 @@ fn kind_of(a: &Attr) -> &'static str {
 
 impl<'a> InferCtx<'a> {
     pub fn new(def: &'static OpDef, operands: &'a [&'a TensorType], attrs: &'a Attrs) -> Self {
-        InferCtx { def, operands, attrs }
+        InferCtx {
+            def,
+            operands,
+            attrs,
+        }
     }
 
     pub fn operand(&self, i: usize) -> &TensorType {
@@ -125,7 +129,9 @@ impl<'a> InferCtx<'a> {
         if allowed.contains(&s.as_str()) {
             Ok(s)
         } else {
-            Err(format!("attribute '{name}' must be one of {allowed:?}, got \"{s}\""))
+            Err(format!(
+                "attribute '{name}' must be one of {allowed:?}, got \"{s}\""
+            ))
         }
     }
 
@@ -135,7 +141,9 @@ impl<'a> InferCtx<'a> {
         match v.len() {
             l if l == n => Ok(v),
             1 => Ok(vec![v[0]; n]),
-            l => Err(format!("attribute '{name}' must have 1 or {n} elements, got {l}")),
+            l => Err(format!(
+                "attribute '{name}' must have 1 or {n} elements, got {l}"
+            )),
         }
     }
 
@@ -144,7 +152,9 @@ impl<'a> InferCtx<'a> {
     pub fn positive_pair(&self, name: &str) -> Result<[i64; 2], String> {
         let v = self.ints_n(name, 2)?;
         if let Some(x) = v.iter().find(|&&x| x <= 0) {
-            return Err(format!("attribute '{name}' must be positive, got {x} in {v:?}"));
+            return Err(format!(
+                "attribute '{name}' must be positive, got {x} in {v:?}"
+            ));
         }
         Ok([v[0], v[1]])
     }
@@ -165,7 +175,9 @@ impl<'a> InferCtx<'a> {
             }
         };
         if let Some(x) = p.iter().find(|&&x| x < 0) {
-            return Err(format!("attribute '{name}' must not be negative, got {x} in {v:?}"));
+            return Err(format!(
+                "attribute '{name}' must not be negative, got {x} in {v:?}"
+            ));
         }
         Ok(p)
     }
@@ -182,13 +194,25 @@ pub fn broadcast_shapes(a: &[i64], b: &[i64]) -> Result<Shape, String> {
     let rank = a.len().max(b.len());
     let mut out = Shape::with_capacity(rank);
     for i in 0..rank {
-        let da = if i + a.len() >= rank { a[i + a.len() - rank] } else { 1 };
-        let db = if i + b.len() >= rank { b[i + b.len() - rank] } else { 1 };
+        let da = if i + a.len() >= rank {
+            a[i + a.len() - rank]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= rank {
+            b[i + b.len() - rank]
+        } else {
+            1
+        };
         out.push(match (da, db) {
             (x, y) if x == y => x,
             (1, y) => y,
             (x, 1) => x,
-            (x, y) => return Err(format!("shapes {a:?} and {b:?} do not broadcast ({x} vs {y})")),
+            (x, y) => {
+                return Err(format!(
+                    "shapes {a:?} and {b:?} do not broadcast ({x} vs {y})"
+                ))
+            }
         });
     }
     Ok(out)
@@ -198,7 +222,11 @@ pub fn broadcast_shapes(a: &[i64], b: &[i64]) -> Result<Shape, String> {
 /// scalar has none.
 pub fn norm_axis(axis: i64, rank: usize) -> Result<usize, String> {
     let r = rank as i64;
-    let a = if axis < 0 { axis.checked_add(r) } else { Some(axis) };
+    let a = if axis < 0 {
+        axis.checked_add(r)
+    } else {
+        Some(axis)
+    };
     match a {
         Some(a) if (0..r).contains(&a) => Ok(a as usize),
         _ => Err(format!("axis {axis} is out of range for rank {rank}")),
@@ -236,7 +264,10 @@ pub fn extent(v: i128, what: &str) -> Result<i64, String> {
 /// The two operands must have the same dtype; returns it.
 pub fn same_dtype(a: &TensorType, b: &TensorType) -> Result<DType, String> {
     if a.dtype != b.dtype {
-        return Err(format!("operand dtypes differ: {} and {}", a.dtype, b.dtype));
+        return Err(format!(
+            "operand dtypes differ: {} and {}",
+            a.dtype, b.dtype
+        ));
     }
     Ok(a.dtype)
 }
@@ -356,7 +387,10 @@ mod tests {
         let nhwc = Layout4::parse("NHWC", "NCHW", "data_layout").unwrap();
         let t = TensorType::new(DType::F32, [1, 224, 224, 3]);
         assert_eq!(nhwc.to_canonical(&t, "data").unwrap(), [1, 3, 224, 224]);
-        assert_eq!(nhwc.shape_of([1, 64, 112, 112]).as_slice(), &[1, 112, 112, 64]);
+        assert_eq!(
+            nhwc.shape_of([1, 64, 112, 112]).as_slice(),
+            &[1, 112, 112, 64]
+        );
         let hwio = Layout4::parse("HWIO", "OIHW", "kernel_layout").unwrap();
         let w = TensorType::new(DType::F32, [7, 7, 3, 64]);
         assert_eq!(hwio.to_canonical(&w, "weight").unwrap(), [64, 3, 7, 7]);
@@ -378,9 +412,11 @@ mod tests {
         // 5, pad 1+1, kernel 2, stride 2: raw ceil = 4, but window 3 starts at 6 >= 5 + 1.
         assert_eq!(window_out(5, 1, 1, 2, 2, 1, true, "h"), Ok(3));
         assert!(window_out(2, 0, 0, 3, 1, 1, false, "h").is_err());
-        assert!(window_out(i64::MAX, i64::MAX, i64::MAX, 1, 1, 1, false, "h")
-            .unwrap_err()
-            .contains("overflows"));
+        assert!(
+            window_out(i64::MAX, i64::MAX, i64::MAX, 1, 1, 1, false, "h")
+                .unwrap_err()
+                .contains("overflows")
+        );
         assert!(window_out(10, 0, 0, i64::MAX, 1, i64::MAX, false, "h").is_err());
     }
 

@@ -56,10 +56,16 @@ pub struct Arity {
 
 impl Arity {
     pub const fn exactly(n: usize) -> Arity {
-        Arity { min: n, max: Some(n) }
+        Arity {
+            min: n,
+            max: Some(n),
+        }
     }
     pub const fn between(min: usize, max: usize) -> Arity {
-        Arity { min, max: Some(max) }
+        Arity {
+            min,
+            max: Some(max),
+        }
     }
     pub const fn at_least(min: usize) -> Arity {
         Arity { min, max: None }
@@ -145,8 +151,13 @@ impl OpDef {
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Op(u16);
 
-static BY_NAME: LazyLock<HashMap<&'static str, Op>> =
-    LazyLock::new(|| table::OPS.iter().enumerate().map(|(i, d)| (d.name, Op(i as u16))).collect());
+static BY_NAME: LazyLock<HashMap<&'static str, Op>> = LazyLock::new(|| {
+    table::OPS
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (d.name, Op(i as u16)))
+        .collect()
+});
 
 impl Op {
     /// Looks an op up by its name.
@@ -184,8 +195,10 @@ impl Op {
                 operands.len()
             ));
         }
-        if let Some((i, t)) =
-            operands.iter().enumerate().find(|(_, t)| t.shape.iter().any(|&d| d < 0))
+        if let Some((i, t)) = operands
+            .iter()
+            .enumerate()
+            .find(|(_, t)| t.shape.iter().any(|&d| d < 0))
         {
             return Err(format!("operand {i} has a negative extent: {t}"));
         }
@@ -198,7 +211,11 @@ impl Op {
         let def = self.def();
         let mut out = Attrs::new();
         for spec in def.attrs {
-            if let Some(v) = attrs.get(spec.name).cloned().or_else(|| spec.default.value()) {
+            if let Some(v) = attrs
+                .get(spec.name)
+                .cloned()
+                .or_else(|| spec.default.value())
+            {
                 out.insert(spec.name.to_string(), v);
             }
         }

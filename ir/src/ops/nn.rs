@@ -29,7 +29,9 @@ fn groups(c: &InferCtx<'_>) -> Result<i64, String> {
 
 fn positive_kernel(kh: i64, kw: i64, weight: &TensorType) -> Result<(), String> {
     if kh <= 0 || kw <= 0 {
-        return Err(format!("weight {weight} has an empty kernel window ({kh}x{kw})"));
+        return Err(format!(
+            "weight {weight} has an empty kernel window ({kh}x{kw})"
+        ));
     }
     Ok(())
 }
@@ -63,12 +65,17 @@ pub fn conv2d(c: &InferCtx<'_>) -> R {
         ));
     }
     if o % g != 0 {
-        return Err(format!("weight output channels ({o}) are not divisible by groups ({g})"));
+        return Err(format!(
+            "weight output channels ({o}) are not divisible by groups ({g})"
+        ));
     }
     positive_kernel(kh, kw, weight)?;
     let oh = window_out(h, pt, pb, kh, sh, dh, false, "output height")?;
     let ow = window_out(w, pl, pr, kw, sw, dw, false, "output width")?;
-    Ok(vec![TensorType { shape: out_layout.shape_of([n, o, oh, ow]), dtype }])
+    Ok(vec![TensorType {
+        shape: out_layout.shape_of([n, o, oh, ow]),
+        dtype,
+    }])
 }
 
 /// `nn.conv2d_transpose`: weight `IOHW` with `I = C` and `O * groups` output channels;
@@ -86,10 +93,14 @@ pub fn conv2d_transpose(c: &InferCtx<'_>) -> R {
     let g = groups(c)?;
     let dtype = out_dtype(c, data, weight)?;
     if ch != i {
-        return Err(format!("data channels ({ch}) must equal weight input channels ({i})"));
+        return Err(format!(
+            "data channels ({ch}) must equal weight input channels ({i})"
+        ));
     }
     if i % g != 0 {
-        return Err(format!("weight input channels ({i}) are not divisible by groups ({g})"));
+        return Err(format!(
+            "weight input channels ({i}) are not divisible by groups ({g})"
+        ));
     }
     for k in 0..2 {
         if output_padding[k] < 0 || output_padding[k] >= strides[k] {
@@ -108,14 +119,19 @@ pub fn conv2d_transpose(c: &InferCtx<'_>) -> R {
             .and_then(|v| v.checked_add(output_padding[axis] as i128 + 1 - pads))
             .ok_or_else(|| format!("{what} overflows"))?;
         if v <= 0 {
-            return Err(format!("{what} would be {v}: the input is too small for the padding"));
+            return Err(format!(
+                "{what} would be {v}: the input is too small for the padding"
+            ));
         }
         extent(v, what)
     };
     let oh = spatial(h, kh, pt as i128 + pb as i128, 0, "output height")?;
     let ow = spatial(w, kw, pl as i128 + pr as i128, 1, "output width")?;
     let oc = extent(o as i128 * g as i128, "output channels")?;
-    Ok(vec![TensorType { shape: out_layout.shape_of([n, oc, oh, ow]), dtype }])
+    Ok(vec![TensorType {
+        shape: out_layout.shape_of([n, oc, oh, ow]),
+        dtype,
+    }])
 }
 
 /// `matmul` with numpy semantics: 1-D operands get a unit dim prepended (lhs) or appended
@@ -128,10 +144,16 @@ pub fn matmul(c: &InferCtx<'_>) -> R {
     }
     let (ra, rb) = (a.rank(), b.rank());
     // Matrix dims of each operand after promoting 1-D operands.
-    let (m, ka) =
-        if ra == 1 { (None, a.shape[0]) } else { (Some(a.shape[ra - 2]), a.shape[ra - 1]) };
-    let (kb, n) =
-        if rb == 1 { (b.shape[0], None) } else { (b.shape[rb - 2], Some(b.shape[rb - 1])) };
+    let (m, ka) = if ra == 1 {
+        (None, a.shape[0])
+    } else {
+        (Some(a.shape[ra - 2]), a.shape[ra - 1])
+    };
+    let (kb, n) = if rb == 1 {
+        (b.shape[0], None)
+    } else {
+        (b.shape[rb - 2], Some(b.shape[rb - 1]))
+    };
     if ka != kb {
         return Err(format!("reduction dims differ: {a} has {ka}, {b} has {kb}"));
     }
@@ -160,7 +182,9 @@ pub fn dense(c: &InferCtx<'_>) -> R {
     }
     if let Some(units) = c.opt_int("units")? {
         if units != n {
-            return Err(format!("attribute 'units' ({units}) does not match weight {weight}"));
+            return Err(format!(
+                "attribute 'units' ({units}) does not match weight {weight}"
+            ));
         }
     }
     let mut shape: Shape = data.shape.clone();
@@ -177,8 +201,16 @@ pub fn batch_matmul(c: &InferCtx<'_>) -> R {
     require_rank(a, 3, "lhs")?;
     require_rank(b, 3, "rhs")?;
     let (ta, tb) = (c.bool("transpose_a")?, c.bool("transpose_b")?);
-    let (m, ka) = if ta { (a.shape[2], a.shape[1]) } else { (a.shape[1], a.shape[2]) };
-    let (n, kb) = if tb { (b.shape[1], b.shape[2]) } else { (b.shape[2], b.shape[1]) };
+    let (m, ka) = if ta {
+        (a.shape[2], a.shape[1])
+    } else {
+        (a.shape[1], a.shape[2])
+    };
+    let (n, kb) = if tb {
+        (b.shape[1], b.shape[2])
+    } else {
+        (b.shape[2], b.shape[1])
+    };
     if ka != kb {
         return Err(format!(
             "reduction dims differ: {a} has {ka}, {b} has {kb} (transpose_a={ta}, transpose_b={tb})"
@@ -206,7 +238,10 @@ fn check_norm_params(c: &InferCtx<'_>, axes: &[i64], names: &[&str]) -> R {
     for (i, name) in names.iter().enumerate() {
         let t = c.operand(i + 1);
         if t.dtype != data.dtype {
-            return Err(format!("{name} dtype {} differs from data dtype {}", t.dtype, data.dtype));
+            return Err(format!(
+                "{name} dtype {} differs from data dtype {}",
+                t.dtype, data.dtype
+            ));
         }
         if t.shape != expected {
             return Err(format!(
@@ -220,7 +255,11 @@ fn check_norm_params(c: &InferCtx<'_>, axes: &[i64], names: &[&str]) -> R {
 
 /// `nn.batch_norm` in inference form: one result, shaped like data.
 pub fn batch_norm(c: &InferCtx<'_>) -> R {
-    check_norm_params(c, &[c.int("axis")?], &["gamma", "beta", "moving_mean", "moving_var"])
+    check_norm_params(
+        c,
+        &[c.int("axis")?],
+        &["gamma", "beta", "moving_mean", "moving_var"],
+    )
 }
 
 pub fn layer_norm(c: &InferCtx<'_>) -> R {
@@ -278,7 +317,9 @@ pub fn pad(c: &InferCtx<'_>) -> R {
         ));
     }
     if let Some(x) = widths.iter().find(|&&x| x < 0) {
-        return Err(format!("attribute 'pad_width' must not be negative, got {x} in {widths:?}"));
+        return Err(format!(
+            "attribute 'pad_width' must not be negative, got {x} in {widths:?}"
+        ));
     }
     let shape = data
         .shape
@@ -299,11 +340,16 @@ pub fn resize2d(c: &InferCtx<'_>) -> R {
     let [n, ch, _, _] = layout.to_canonical(data, "data")?;
     let size = c.ints_n("size", 2)?;
     if let Some(x) = size.iter().find(|&&x| x < 0) {
-        return Err(format!("attribute 'size' must not be negative, got {x} in {size:?}"));
+        return Err(format!(
+            "attribute 'size' must not be negative, got {x} in {size:?}"
+        ));
     }
     let roi = c.floats("roi")?;
     if roi.len() != 4 {
-        return Err(format!("attribute 'roi' must have 4 elements, got {}", roi.len()));
+        return Err(format!(
+            "attribute 'roi' must have 4 elements, got {}",
+            roi.len()
+        ));
     }
     c.choice("method", &["nearest_neighbor", "linear", "cubic"])?;
     c.choice(
@@ -319,11 +365,21 @@ pub fn resize2d(c: &InferCtx<'_>) -> R {
     )?;
     c.choice(
         "rounding_method",
-        &["", "round", "floor", "ceil", "round_prefer_floor", "round_prefer_ceil"],
+        &[
+            "",
+            "round",
+            "floor",
+            "ceil",
+            "round_prefer_floor",
+            "round_prefer_ceil",
+        ],
     )?;
     c.float("cubic_alpha")?;
     c.int("cubic_exclude")?;
     c.float("extrapolation_value")?;
     let dtype = c.opt_dtype("out_dtype")?.unwrap_or(data.dtype);
-    Ok(vec![TensorType { shape: layout.shape_of([n, ch, size[0], size[1]]), dtype }])
+    Ok(vec![TensorType {
+        shape: layout.shape_of([n, ch, size[0], size[1]]),
+        dtype,
+    }])
 }

@@ -10,7 +10,11 @@ use super::{Arity, AttrDefault as D, AttrSpec, InferFn, OpDef, OpPattern as P};
 use crate::attr::AttrKind as K;
 
 const fn spec(name: &'static str, kind: K, default: D) -> AttrSpec {
-    AttrSpec { name, kind, default }
+    AttrSpec {
+        name,
+        kind,
+        default,
+    }
 }
 
 const fn op(
@@ -21,7 +25,15 @@ const fn op(
     pattern: P,
     infer: InferFn,
 ) -> OpDef {
-    OpDef { name, summary, inputs, attrs, pattern, commutative: false, infer }
+    OpDef {
+        name,
+        summary,
+        inputs,
+        attrs,
+        pattern,
+        commutative: false,
+        infer,
+    }
 }
 
 const COMMUTATIVE: bool = true;
@@ -44,7 +56,10 @@ const fn binary(
     commutative: bool,
     infer: InferFn,
 ) -> OpDef {
-    OpDef { commutative, ..op(name, summary, Arity::exactly(2), &[], P::Broadcast, infer) }
+    OpDef {
+        commutative,
+        ..op(name, summary, Arity::exactly(2), &[], P::Broadcast, infer)
+    }
 }
 
 const fn reduction(
@@ -53,7 +68,14 @@ const fn reduction(
     attrs: &'static [AttrSpec],
     infer: InferFn,
 ) -> OpDef {
-    op(name, summary, Arity::exactly(1), attrs, P::CommReduce, infer)
+    op(
+        name,
+        summary,
+        Arity::exactly(1),
+        attrs,
+        P::CommReduce,
+        infer,
+    )
 }
 
 const fn injective(
@@ -94,11 +116,15 @@ const CONV2D_TRANSPOSE: &[AttrSpec] = &[
     OUT_DTYPE,
 ];
 
-const REDUCE: &[AttrSpec] =
-    &[spec("axis", K::IntList, D::Optional), spec("keepdims", K::Bool, D::Bool(false))];
+const REDUCE: &[AttrSpec] = &[
+    spec("axis", K::IntList, D::Optional),
+    spec("keepdims", K::Bool, D::Bool(false)),
+];
 
-const ARG_REDUCE: &[AttrSpec] =
-    &[spec("axis", K::Int, D::Optional), spec("keepdims", K::Bool, D::Bool(false))];
+const ARG_REDUCE: &[AttrSpec] = &[
+    spec("axis", K::Int, D::Optional),
+    spec("keepdims", K::Bool, D::Bool(false)),
+];
 
 const SOFTMAX: &[AttrSpec] = &[spec("axis", K::Int, D::Int(-1))];
 
@@ -128,7 +154,11 @@ const RESIZE2D: &[AttrSpec] = &[
     spec("roi", K::FloatList, D::Floats(&[0.0, 0.0, 0.0, 0.0])),
     spec("layout", K::Str, D::Str("NCHW")),
     spec("method", K::Str, D::Str("linear")),
-    spec("coordinate_transformation_mode", K::Str, D::Str("half_pixel")),
+    spec(
+        "coordinate_transformation_mode",
+        K::Str,
+        D::Str("half_pixel"),
+    ),
     spec("rounding_method", K::Str, D::Str("round")),
     spec("cubic_alpha", K::Float, D::Float(-0.75)),
     spec("cubic_exclude", K::Int, D::Int(0)),
@@ -198,8 +228,18 @@ pub(super) static OPS: &[OpDef] = &[
     unary("sin", "sine", &[], t::unary_float),
     unary("cos", "cosine", &[], t::unary_float),
     unary("nn.relu", "max(x, 0)", &[], t::unary),
-    unary("nn.gelu", "x * Phi(x) with the exact normal CDF", &[], t::unary_float),
-    unary("nn.gelu_tanh", "GELU with the tanh approximation", &[], t::unary_float),
+    unary(
+        "nn.gelu",
+        "x * Phi(x) with the exact normal CDF",
+        &[],
+        t::unary_float,
+    ),
+    unary(
+        "nn.gelu_tanh",
+        "GELU with the tanh approximation",
+        &[],
+        t::unary_float,
+    ),
     unary("nn.silu", "x * sigmoid(x)", &[], t::unary_float),
     unary(
         "nn.leakyrelu",
@@ -211,13 +251,19 @@ pub(super) static OPS: &[OpDef] = &[
     unary(
         "nn.hard_sigmoid",
         "clip(alpha * x + beta, 0, 1)",
-        &[spec("alpha", K::Float, D::Float(0.2)), spec("beta", K::Float, D::Float(0.5))],
+        &[
+            spec("alpha", K::Float, D::Float(0.2)),
+            spec("beta", K::Float, D::Float(0.5)),
+        ],
         t::unary_float,
     ),
     unary(
         "clip",
         "clamp to [min, max]",
-        &[spec("min", K::Float, D::Required), spec("max", K::Float, D::Required)],
+        &[
+            spec("min", K::Float, D::Required),
+            spec("max", K::Float, D::Required),
+        ],
         t::unary,
     ),
     unary(
@@ -255,11 +301,31 @@ pub(super) static OPS: &[OpDef] = &[
     // AnnotateTIROpPattern calls that reduce-then-elementwise shape OutEWiseFusable.
     OpDef {
         pattern: P::OutEWiseFusable,
-        ..reduction("mean", "mean over axes (all when absent)", REDUCE, t::reduce)
+        ..reduction(
+            "mean",
+            "mean over axes (all when absent)",
+            REDUCE,
+            t::reduce,
+        )
     },
-    reduction("max", "maximum over axes (all when absent)", REDUCE, t::reduce),
-    reduction("min", "minimum over axes (all when absent)", REDUCE, t::reduce),
-    reduction("prod", "product over axes (all when absent)", REDUCE, t::reduce),
+    reduction(
+        "max",
+        "maximum over axes (all when absent)",
+        REDUCE,
+        t::reduce,
+    ),
+    reduction(
+        "min",
+        "minimum over axes (all when absent)",
+        REDUCE,
+        t::reduce,
+    ),
+    reduction(
+        "prod",
+        "product over axes (all when absent)",
+        REDUCE,
+        t::reduce,
+    ),
     reduction(
         "argmax",
         "int64 index of the maximum along an axis (flattened when absent)",
@@ -412,42 +478,51 @@ pub(super) static OPS: &[OpDef] = &[
     OpDef {
         pattern: P::Broadcast,
         ..injective(
-        "squeeze",
-        "drop unit dims (all of them when `axis` is absent)",
-        Arity::exactly(1),
-        &[spec("axis", K::IntList, D::Optional)],
-        t::squeeze,
-    )
+            "squeeze",
+            "drop unit dims (all of them when `axis` is absent)",
+            Arity::exactly(1),
+            &[spec("axis", K::IntList, D::Optional)],
+            t::squeeze,
+        )
     },
     // Its only load reads a subsequence of the output indices: Broadcast for TVM.
     OpDef {
         pattern: P::Broadcast,
         ..injective(
-        "expand_dims",
-        "insert unit dims at `axis`",
-        Arity::exactly(1),
-        &[spec("axis", K::IntList, D::Required)],
-        t::expand_dims,
-    )
+            "expand_dims",
+            "insert unit dims at `axis`",
+            Arity::exactly(1),
+            &[spec("axis", K::IntList, D::Required)],
+            t::expand_dims,
+        )
     },
-    injective("flatten", "reshape to 1-D", Arity::exactly(1), &[], t::flatten),
+    injective(
+        "flatten",
+        "reshape to 1-D",
+        Arity::exactly(1),
+        &[],
+        t::flatten,
+    ),
     injective(
         "take",
         "gather along `axis` (flattened data when absent)",
         Arity::exactly(2),
-        &[spec("axis", K::Int, D::Optional), spec("mode", K::Str, D::Str("fast"))],
+        &[
+            spec("axis", K::Int, D::Optional),
+            spec("mode", K::Str, D::Str("fast")),
+        ],
         t::take,
     ),
     // Its only load reads a subsequence of the output indices: Broadcast for TVM.
     OpDef {
         pattern: P::Broadcast,
         ..injective(
-        "broadcast_to",
-        "broadcast to `shape`",
-        Arity::exactly(1),
-        &[spec("shape", K::IntList, D::Required)],
-        t::broadcast_to,
-    )
+            "broadcast_to",
+            "broadcast to `shape`",
+            Arity::exactly(1),
+            &[spec("shape", K::IntList, D::Required)],
+            t::broadcast_to,
+        )
     },
     injective(
         "tile",

@@ -50,20 +50,28 @@ pub fn astype(c: &InferCtx<'_>) -> R {
 pub fn binary(c: &InferCtx<'_>) -> R {
     let (a, b) = (c.operand(0), c.operand(1));
     let dtype = same_dtype(a, b)?;
-    Ok(vec![TensorType { shape: broadcast_shapes(&a.shape, &b.shape)?, dtype }])
+    Ok(vec![TensorType {
+        shape: broadcast_shapes(&a.shape, &b.shape)?,
+        dtype,
+    }])
 }
 
 pub fn compare(c: &InferCtx<'_>) -> R {
     let (a, b) = (c.operand(0), c.operand(1));
     same_dtype(a, b)?;
-    Ok(vec![TensorType { shape: broadcast_shapes(&a.shape, &b.shape)?, dtype: DType::Bool }])
+    Ok(vec![TensorType {
+        shape: broadcast_shapes(&a.shape, &b.shape)?,
+        dtype: DType::Bool,
+    }])
 }
 
 /// `where(cond, a, b)`: a bool condition, one value dtype, all three shapes broadcast.
 pub fn where_(c: &InferCtx<'_>) -> R {
     let (cond, a, b) = (c.operand(0), c.operand(1), c.operand(2));
     if cond.dtype != DType::Bool {
-        return Err(format!("the condition must have dtype bool (i1), got {cond}"));
+        return Err(format!(
+            "the condition must have dtype bool (i1), got {cond}"
+        ));
     }
     let dtype = same_dtype(a, b)?;
     let shape = broadcast_shapes(&cond.shape, &broadcast_shapes(&a.shape, &b.shape)?)?;
@@ -90,7 +98,10 @@ fn reduced_shape(shape: &[i64], axes: Option<&[usize]>, keepdims: bool) -> Shape
 /// reduces none (as in Relax).
 pub fn reduce(c: &InferCtx<'_>) -> R {
     let data = c.operand(0);
-    let axes = c.opt_ints("axis")?.map(|a| norm_axes(&a, data.rank())).transpose()?;
+    let axes = c
+        .opt_ints("axis")?
+        .map(|a| norm_axes(&a, data.rank()))
+        .transpose()?;
     let shape = reduced_shape(&data.shape, axes.as_deref(), c.bool("keepdims")?);
     Ok(vec![data.with_shape(shape)])
 }
@@ -98,17 +109,29 @@ pub fn reduce(c: &InferCtx<'_>) -> R {
 /// `argmax`, `argmin`: one axis or all; the result is int64.
 pub fn arg_reduce(c: &InferCtx<'_>) -> R {
     let data = c.operand(0);
-    let axis = c.opt_int("axis")?.map(|a| norm_axis(a, data.rank())).transpose()?;
+    let axis = c
+        .opt_int("axis")?
+        .map(|a| norm_axis(a, data.rank()))
+        .transpose()?;
     let axes = axis.map(|a| [a]);
-    let shape = reduced_shape(&data.shape, axes.as_ref().map(|a| &a[..]), c.bool("keepdims")?);
-    Ok(vec![TensorType { shape, dtype: DType::I64 }])
+    let shape = reduced_shape(
+        &data.shape,
+        axes.as_ref().map(|a| &a[..]),
+        c.bool("keepdims")?,
+    );
+    Ok(vec![TensorType {
+        shape,
+        dtype: DType::I64,
+    }])
 }
 
 // ---- shape manipulation --------------------------------------------------------------------
 
 fn non_negative(name: &str, v: &[i64]) -> Result<(), String> {
     match v.iter().find(|&&x| x < 0) {
-        Some(x) => Err(format!("attribute '{name}' must not be negative, got {x} in {v:?}")),
+        Some(x) => Err(format!(
+            "attribute '{name}' must not be negative, got {x} in {v:?}"
+        )),
         None => Ok(()),
     }
 }
@@ -119,10 +142,18 @@ pub fn reshape(c: &InferCtx<'_>) -> R {
     let target = c.ints("shape")?;
     let total = num_elements(&data.shape)?;
     if let Some(x) = target.iter().find(|&&x| x < -1) {
-        return Err(format!("attribute 'shape' {target:?} has an invalid extent {x}"));
+        return Err(format!(
+            "attribute 'shape' {target:?} has an invalid extent {x}"
+        ));
     }
     let inferred: Vec<usize> = (0..target.len()).filter(|&i| target[i] == -1).collect();
-    let known = num_elements(&target.iter().copied().filter(|&x| x != -1).collect::<Vec<_>>())?;
+    let known = num_elements(
+        &target
+            .iter()
+            .copied()
+            .filter(|&x| x != -1)
+            .collect::<Vec<_>>(),
+    )?;
     let mut shape: Shape = target.iter().copied().collect();
     match inferred[..] {
         [] if known != total => {
@@ -169,7 +200,9 @@ pub fn concat(c: &InferCtx<'_>) -> R {
     let mut total: i128 = 0;
     for (i, t) in c.operands.iter().enumerate() {
         if t.dtype != first.dtype {
-            return Err(format!("operand {i} {t} has another dtype than operand 0 {first}"));
+            return Err(format!(
+                "operand {i} {t} has another dtype than operand 0 {first}"
+            ));
         }
         let same_other_dims = t.rank() == first.rank()
             && (0..t.rank()).all(|d| d == axis || t.shape[d] == first.shape[d]);
@@ -216,7 +249,9 @@ pub fn split(c: &InferCtx<'_>) -> R {
             Ok(out)
         }
         Some(a @ Attr::List(_)) => {
-            let indices = a.as_ints().ok_or("attribute 'indices_or_sections' must hold ints")?;
+            let indices = a
+                .as_ints()
+                .ok_or("attribute 'indices_or_sections' must hold ints")?;
             if indices.len() as i64 >= MAX_RESULTS {
                 return Err(format!(
                     "attribute 'indices_or_sections' has {} indices, more than {MAX_RESULTS} results",
@@ -227,7 +262,10 @@ pub fn split(c: &InferCtx<'_>) -> R {
                 .chain(indices.iter().map(|&i| i.clamp(0, len)))
                 .chain(std::iter::once(len))
                 .collect();
-            Ok(bounds.windows(2).map(|w| piece((w[1] - w[0]).max(0))).collect())
+            Ok(bounds
+                .windows(2)
+                .map(|w| piece((w[1] - w[0]).max(0)))
+                .collect())
         }
         Some(_) => Err("attribute 'indices_or_sections' must be an int or a list of ints".into()),
         None => Err("missing required attribute 'indices_or_sections'".into()),
@@ -268,7 +306,9 @@ pub fn strided_slice(c: &InferCtx<'_>) -> R {
     let axes_attr = c.ints("axes")?;
     let begin = c.ints("begin")?;
     let end = c.ints("end")?;
-    let strides = c.opt_ints("strides")?.unwrap_or_else(|| vec![1; axes_attr.len()]);
+    let strides = c
+        .opt_ints("strides")?
+        .unwrap_or_else(|| vec![1; axes_attr.len()]);
     if begin.len() != axes_attr.len()
         || end.len() != axes_attr.len()
         || strides.len() != axes_attr.len()
@@ -300,9 +340,13 @@ pub fn squeeze(c: &InferCtx<'_>) -> R {
         Some(a) => norm_axes(&a, data.rank())?,
     };
     if let Some(&a) = axes.iter().find(|&&a| data.shape[a] != 1) {
-        return Err(format!("cannot squeeze axis {a} of {data}: its extent is not 1"));
+        return Err(format!(
+            "cannot squeeze axis {a} of {data}: its extent is not 1"
+        ));
     }
-    let shape = (0..data.rank()).filter(|i| !axes.contains(i)).map(|i| data.shape[i]);
+    let shape = (0..data.rank())
+        .filter(|i| !axes.contains(i))
+        .map(|i| data.shape[i]);
     Ok(vec![data.with_shape(shape)])
 }
 
@@ -313,7 +357,13 @@ pub fn expand_dims(c: &InferCtx<'_>) -> R {
     let rank = data.rank() + axes_attr.len();
     let axes = norm_axes(&axes_attr, rank)?;
     let mut rest = data.shape.iter();
-    let shape = (0..rank).map(|i| if axes.contains(&i) { 1 } else { *rest.next().unwrap_or(&1) });
+    let shape = (0..rank).map(|i| {
+        if axes.contains(&i) {
+            1
+        } else {
+            *rest.next().unwrap_or(&1)
+        }
+    });
     Ok(vec![data.with_shape(shape)])
 }
 

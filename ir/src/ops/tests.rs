@@ -18,7 +18,9 @@ fn f32(shape: &[i64]) -> TensorType {
 }
 
 fn attrs(list: &[(&str, Attr)]) -> Attrs {
-    list.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+    list.iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
 }
 
 fn ints(v: &[i64]) -> Attr {
@@ -48,7 +50,10 @@ fn err(op: &str, operands: &[TensorType], a: &[(&str, Attr)]) -> String {
 
 fn assert_err(op: &str, operands: &[TensorType], a: &[(&str, Attr)], needle: &str) {
     let e = err(op, operands, a);
-    assert!(e.contains(needle), "{op}: error '{e}' does not mention '{needle}'");
+    assert!(
+        e.contains(needle),
+        "{op}: error '{e}' does not mention '{needle}'"
+    );
 }
 
 // ---- convolution -------------------------------------------------------------------------
@@ -60,27 +65,48 @@ fn conv2d_resnet_stem() {
     let expected = f32(&[1, 64, 112, 112]);
     for padding in [ints(&[3]), ints(&[3, 3]), ints(&[3, 3, 3, 3])] {
         let a = [("strides", ints(&[2, 2])), ("padding", padding)];
-        assert_eq!(ok("nn.conv2d", &[data.clone(), weight.clone()], &a), expected);
+        assert_eq!(
+            ok("nn.conv2d", &[data.clone(), weight.clone()], &a),
+            expected
+        );
     }
     // Defaults: stride 1, no padding.
-    assert_eq!(ok("nn.conv2d", &[data, weight], &[]), f32(&[1, 64, 218, 218]));
+    assert_eq!(
+        ok("nn.conv2d", &[data, weight], &[]),
+        f32(&[1, 64, 218, 218])
+    );
 }
 
 #[test]
 fn conv2d_asymmetric_padding_is_top_left_bottom_right() {
     let a = [("padding", ints(&[1, 0, 2, 0]))];
-    assert_eq!(ok("nn.conv2d", &[f32(&[1, 1, 5, 5]), f32(&[1, 1, 3, 3])], &a), f32(&[1, 1, 6, 3]));
+    assert_eq!(
+        ok("nn.conv2d", &[f32(&[1, 1, 5, 5]), f32(&[1, 1, 3, 3])], &a),
+        f32(&[1, 1, 6, 3])
+    );
 }
 
 #[test]
 fn conv2d_depthwise_and_grouped() {
     // MobileNet depthwise 3x3: one input channel per group.
     let a = [("padding", ints(&[1])), ("groups", Attr::Int(32))];
-    let r = ok("nn.conv2d", &[f32(&[1, 32, 112, 112]), f32(&[32, 1, 3, 3])], &a);
+    let r = ok(
+        "nn.conv2d",
+        &[f32(&[1, 32, 112, 112]), f32(&[32, 1, 3, 3])],
+        &a,
+    );
     assert_eq!(r, f32(&[1, 32, 112, 112]));
     // ResNeXt grouped conv: 4 groups of 16 input channels, stride 2.
-    let a = [("strides", ints(&[2])), ("padding", ints(&[1])), ("groups", Attr::Int(4))];
-    let r = ok("nn.conv2d", &[f32(&[1, 64, 56, 56]), f32(&[128, 16, 3, 3])], &a);
+    let a = [
+        ("strides", ints(&[2])),
+        ("padding", ints(&[1])),
+        ("groups", Attr::Int(4)),
+    ];
+    let r = ok(
+        "nn.conv2d",
+        &[f32(&[1, 64, 56, 56]), f32(&[128, 16, 3, 3])],
+        &a,
+    );
     assert_eq!(r, f32(&[1, 128, 28, 28]));
 }
 
@@ -101,8 +127,15 @@ fn conv2d_nhwc_hwio_and_out_layout() {
 
 #[test]
 fn conv2d_dilation_and_out_dtype() {
-    let a = [("dilation", ints(&[2, 2])), ("out_dtype", Attr::str("int32"))];
-    let r = ok("nn.conv2d", &[t(DType::I8, &[1, 8, 32, 32]), t(DType::I8, &[8, 8, 3, 3])], &a);
+    let a = [
+        ("dilation", ints(&[2, 2])),
+        ("out_dtype", Attr::str("int32")),
+    ];
+    let r = ok(
+        "nn.conv2d",
+        &[t(DType::I8, &[1, 8, 32, 32]), t(DType::I8, &[8, 8, 3, 3])],
+        &a,
+    );
     assert_eq!(r, t(DType::I32, &[1, 8, 28, 28]));
 }
 
@@ -112,25 +145,66 @@ fn conv2d_errors() {
     let conv = |w: &[i64], a: &[(&str, Attr)], needle: &str| {
         assert_err("nn.conv2d", &[data.clone(), f32(w)], a, needle)
     };
-    conv(&[8, 3, 3, 3], &[], "data channels (4) must equal weight input channels (3)");
-    conv(&[5, 2, 3, 3], &[("groups", Attr::Int(2))], "(5) are not divisible by groups (2)");
-    conv(&[8, 4, 3, 3], &[("groups", Attr::Int(0))], "'groups' must be positive");
+    conv(
+        &[8, 3, 3, 3],
+        &[],
+        "data channels (4) must equal weight input channels (3)",
+    );
+    conv(
+        &[5, 2, 3, 3],
+        &[("groups", Attr::Int(2))],
+        "(5) are not divisible by groups (2)",
+    );
+    conv(
+        &[8, 4, 3, 3],
+        &[("groups", Attr::Int(0))],
+        "'groups' must be positive",
+    );
     conv(&[8, 4, 3], &[], "weight must have rank 4");
-    conv(&[8, 4, 3, 3], &[("padding", ints(&[1, 1, 1]))], "must have 1, 2 or 4 elements");
-    conv(&[8, 4, 3, 3], &[("padding", ints(&[-1]))], "must not be negative");
-    conv(&[8, 4, 3, 3], &[("strides", ints(&[0, 1]))], "'strides' must be positive");
+    conv(
+        &[8, 4, 3, 3],
+        &[("padding", ints(&[1, 1, 1]))],
+        "must have 1, 2 or 4 elements",
+    );
+    conv(
+        &[8, 4, 3, 3],
+        &[("padding", ints(&[-1]))],
+        "must not be negative",
+    );
+    conv(
+        &[8, 4, 3, 3],
+        &[("strides", ints(&[0, 1]))],
+        "'strides' must be positive",
+    );
     conv(&[8, 4, 9, 9], &[], "larger than the padded input");
     conv(&[8, 4, 0, 3], &[], "empty kernel window");
-    conv(&[8, 4, 3, 3], &[("data_layout", Attr::str("NCHW8c"))], "not a permutation of NCHW");
-    conv(&[8, 4, 3, 3], &[("out_dtype", Attr::str("f32"))], "unknown dtype 'f32'");
-    conv(&[8, 4, 3, 3], &[("strides", Attr::str("2"))], "'strides' must be a list of ints");
+    conv(
+        &[8, 4, 3, 3],
+        &[("data_layout", Attr::str("NCHW8c"))],
+        "not a permutation of NCHW",
+    );
+    conv(
+        &[8, 4, 3, 3],
+        &[("out_dtype", Attr::str("f32"))],
+        "unknown dtype 'f32'",
+    );
+    conv(
+        &[8, 4, 3, 3],
+        &[("strides", Attr::str("2"))],
+        "'strides' must be a list of ints",
+    );
     assert_err(
         "nn.conv2d",
         &[data.clone(), t(DType::F16, &[8, 4, 3, 3])],
         &[],
         "operand dtypes differ",
     );
-    assert_err("nn.conv2d", &[f32(&[1, 4, 8]), f32(&[8, 4, 3, 3])], &[], "data must have rank 4");
+    assert_err(
+        "nn.conv2d",
+        &[f32(&[1, 4, 8]), f32(&[8, 4, 3, 3])],
+        &[],
+        "data must have rank 4",
+    );
 }
 
 #[test]
@@ -138,14 +212,24 @@ fn conv2d_transpose_upsamples() {
     // DCGAN-style: 4x4 kernel, stride 2, pad 1 doubles the spatial size.
     let a = [("strides", ints(&[2, 2])), ("padding", ints(&[1, 1]))];
     let operands = [f32(&[1, 64, 14, 14]), f32(&[64, 32, 4, 4])];
-    assert_eq!(ok("nn.conv2d_transpose", &operands, &a), f32(&[1, 32, 28, 28]));
+    assert_eq!(
+        ok("nn.conv2d_transpose", &operands, &a),
+        f32(&[1, 32, 28, 28])
+    );
     let mut with_out_pad = a.to_vec();
     with_out_pad.push(("output_padding", ints(&[1, 1])));
-    assert_eq!(ok("nn.conv2d_transpose", &operands, &with_out_pad), f32(&[1, 32, 29, 29]));
+    assert_eq!(
+        ok("nn.conv2d_transpose", &operands, &with_out_pad),
+        f32(&[1, 32, 29, 29])
+    );
     // Groups multiply the weight's output channels.
     let mut grouped = a.to_vec();
     grouped.push(("groups", Attr::Int(2)));
-    let r = ok("nn.conv2d_transpose", &[f32(&[1, 64, 14, 14]), f32(&[64, 16, 4, 4])], &grouped);
+    let r = ok(
+        "nn.conv2d_transpose",
+        &[f32(&[1, 64, 14, 14]), f32(&[64, 16, 4, 4])],
+        &grouped,
+    );
     assert_eq!(r, f32(&[1, 32, 28, 28]));
 }
 
@@ -171,54 +255,139 @@ fn conv2d_transpose_errors() {
         &[("groups", Attr::Int(3))],
         "not divisible by groups",
     );
-    assert_err(op, &[f32(&[1, 64, 0, 14]), f32(&[64, 32, 1, 1])], &[], "input is too small");
+    assert_err(
+        op,
+        &[f32(&[1, 64, 0, 14]), f32(&[64, 32, 1, 1])],
+        &[],
+        "input is too small",
+    );
 }
 
 // ---- linear algebra ----------------------------------------------------------------------
 
 #[test]
 fn matmul_follows_numpy() {
-    assert_eq!(ok("matmul", &[f32(&[2, 3]), f32(&[3, 4])], &[]), f32(&[2, 4]));
+    assert_eq!(
+        ok("matmul", &[f32(&[2, 3]), f32(&[3, 4])], &[]),
+        f32(&[2, 4])
+    );
     assert_eq!(ok("matmul", &[f32(&[3]), f32(&[3])], &[]), f32(&[]));
     assert_eq!(ok("matmul", &[f32(&[3]), f32(&[3, 4])], &[]), f32(&[4]));
     assert_eq!(ok("matmul", &[f32(&[2, 3]), f32(&[3])], &[]), f32(&[2]));
-    assert_eq!(ok("matmul", &[f32(&[5, 1, 2, 3]), f32(&[4, 3, 6])], &[]), f32(&[5, 4, 2, 6]));
-    assert_eq!(ok("matmul", &[f32(&[7, 2, 3]), f32(&[3])], &[]), f32(&[7, 2]));
+    assert_eq!(
+        ok("matmul", &[f32(&[5, 1, 2, 3]), f32(&[4, 3, 6])], &[]),
+        f32(&[5, 4, 2, 6])
+    );
+    assert_eq!(
+        ok("matmul", &[f32(&[7, 2, 3]), f32(&[3])], &[]),
+        f32(&[7, 2])
+    );
     // BERT attention scores.
-    let r = ok("matmul", &[f32(&[8, 12, 128, 64]), f32(&[8, 12, 64, 128])], &[]);
+    let r = ok(
+        "matmul",
+        &[f32(&[8, 12, 128, 64]), f32(&[8, 12, 64, 128])],
+        &[],
+    );
     assert_eq!(r, f32(&[8, 12, 128, 128]));
     let a = [("out_dtype", Attr::str("int32"))];
-    let r = ok("matmul", &[t(DType::I8, &[2, 3]), t(DType::I8, &[3, 4])], &a);
+    let r = ok(
+        "matmul",
+        &[t(DType::I8, &[2, 3]), t(DType::I8, &[3, 4])],
+        &a,
+    );
     assert_eq!(r, t(DType::I32, &[2, 4]));
 }
 
 #[test]
 fn matmul_errors() {
-    assert_err("matmul", &[f32(&[2, 3]), f32(&[4, 5])], &[], "reduction dims differ");
-    assert_err("matmul", &[f32(&[2, 2, 3]), f32(&[3, 3, 4])], &[], "batch dims do not broadcast");
+    assert_err(
+        "matmul",
+        &[f32(&[2, 3]), f32(&[4, 5])],
+        &[],
+        "reduction dims differ",
+    );
+    assert_err(
+        "matmul",
+        &[f32(&[2, 2, 3]), f32(&[3, 3, 4])],
+        &[],
+        "batch dims do not broadcast",
+    );
     assert_err("matmul", &[f32(&[]), f32(&[3])], &[], "must not be scalars");
-    assert_err("matmul", &[f32(&[2, 3]), t(DType::F16, &[3, 4])], &[], "dtypes differ");
+    assert_err(
+        "matmul",
+        &[f32(&[2, 3]), t(DType::F16, &[3, 4])],
+        &[],
+        "dtypes differ",
+    );
 }
 
 #[test]
 fn dense_and_batch_matmul() {
-    assert_eq!(ok("nn.dense", &[f32(&[8, 512]), f32(&[1000, 512])], &[]), f32(&[8, 1000]));
-    assert_eq!(ok("nn.dense", &[f32(&[2, 8, 512]), f32(&[10, 512])], &[]), f32(&[2, 8, 10]));
-    assert_err("nn.dense", &[f32(&[8, 512]), f32(&[1000, 256])], &[], "reduction dims differ");
+    assert_eq!(
+        ok("nn.dense", &[f32(&[8, 512]), f32(&[1000, 512])], &[]),
+        f32(&[8, 1000])
+    );
+    assert_eq!(
+        ok("nn.dense", &[f32(&[2, 8, 512]), f32(&[10, 512])], &[]),
+        f32(&[2, 8, 10])
+    );
+    assert_err(
+        "nn.dense",
+        &[f32(&[8, 512]), f32(&[1000, 256])],
+        &[],
+        "reduction dims differ",
+    );
     let units = [("units", Attr::Int(10))];
-    assert_err("nn.dense", &[f32(&[8, 512]), f32(&[1000, 512])], &units, "'units' (10)");
-    assert_err("nn.dense", &[f32(&[]), f32(&[1000, 512])], &[], "rank at least 1");
+    assert_err(
+        "nn.dense",
+        &[f32(&[8, 512]), f32(&[1000, 512])],
+        &units,
+        "'units' (10)",
+    );
+    assert_err(
+        "nn.dense",
+        &[f32(&[]), f32(&[1000, 512])],
+        &[],
+        "rank at least 1",
+    );
 
     let bmm = "nn.batch_matmul";
-    assert_eq!(ok(bmm, &[f32(&[4, 5, 6]), f32(&[4, 7, 6])], &[]), f32(&[4, 5, 7]));
+    assert_eq!(
+        ok(bmm, &[f32(&[4, 5, 6]), f32(&[4, 7, 6])], &[]),
+        f32(&[4, 5, 7])
+    );
     let plain = [("transpose_b", Attr::Bool(false))];
-    assert_eq!(ok(bmm, &[f32(&[4, 5, 6]), f32(&[4, 6, 7])], &plain), f32(&[4, 5, 7]));
+    assert_eq!(
+        ok(bmm, &[f32(&[4, 5, 6]), f32(&[4, 6, 7])], &plain),
+        f32(&[4, 5, 7])
+    );
     let ta = [("transpose_a", Attr::Bool(true))];
-    assert_eq!(ok(bmm, &[f32(&[4, 6, 5]), f32(&[4, 7, 6])], &ta), f32(&[4, 5, 7]));
-    assert_eq!(ok(bmm, &[f32(&[1, 5, 6]), f32(&[4, 7, 6])], &[]), f32(&[4, 5, 7]));
-    assert_err(bmm, &[f32(&[4, 5, 6]), f32(&[4, 6, 7])], &[], "reduction dims differ");
-    assert_err(bmm, &[f32(&[4, 5, 6]), f32(&[3, 7, 6])], &[], "batch dims differ");
-    assert_err(bmm, &[f32(&[5, 6]), f32(&[3, 7, 6])], &[], "lhs must have rank 3");
+    assert_eq!(
+        ok(bmm, &[f32(&[4, 6, 5]), f32(&[4, 7, 6])], &ta),
+        f32(&[4, 5, 7])
+    );
+    assert_eq!(
+        ok(bmm, &[f32(&[1, 5, 6]), f32(&[4, 7, 6])], &[]),
+        f32(&[4, 5, 7])
+    );
+    assert_err(
+        bmm,
+        &[f32(&[4, 5, 6]), f32(&[4, 6, 7])],
+        &[],
+        "reduction dims differ",
+    );
+    assert_err(
+        bmm,
+        &[f32(&[4, 5, 6]), f32(&[3, 7, 6])],
+        &[],
+        "batch dims differ",
+    );
+    assert_err(
+        bmm,
+        &[f32(&[5, 6]), f32(&[3, 7, 6])],
+        &[],
+        "lhs must have rank 3",
+    );
 }
 
 // ---- elementwise -------------------------------------------------------------------------
@@ -226,14 +395,19 @@ fn dense_and_batch_matmul() {
 #[test]
 fn unary_ops_keep_the_type_and_float_ones_reject_ints() {
     let x = f32(&[2, 3]);
-    for op in ["exp", "log", "sqrt", "rsqrt", "erf", "tanh", "sigmoid", "sin", "cos", "nn.gelu"] {
+    for op in [
+        "exp", "log", "sqrt", "rsqrt", "erf", "tanh", "sigmoid", "sin", "cos", "nn.gelu",
+    ] {
         assert_eq!(ok(op, &[x.clone()], &[]), x);
         assert_err(op, &[t(DType::I32, &[2])], &[], "must have a float dtype");
     }
     for op in ["negative", "abs", "floor", "ceil", "round", "nn.relu"] {
         assert_eq!(ok(op, &[t(DType::I32, &[4])], &[]), t(DType::I32, &[4]));
     }
-    assert_eq!(ok("nn.leakyrelu", &[x.clone()], &[("alpha", Attr::Float(0.1))]), x);
+    assert_eq!(
+        ok("nn.leakyrelu", &[x.clone()], &[("alpha", Attr::Float(0.1))]),
+        x
+    );
     assert_eq!(ok("nn.hard_sigmoid", &[x.clone()], &[]), x);
     let bounds = [("min", Attr::Float(0.0)), ("max", Attr::Int(6))];
     assert_eq!(ok("clip", &[x.clone()], &bounds), x);
@@ -247,46 +421,123 @@ fn unary_ops_keep_the_type_and_float_ones_reject_ints() {
 
 #[test]
 fn astype_changes_the_dtype_by_tvm_name() {
-    let r = ok("astype", &[f32(&[1, 3])], &[("dtype", Attr::str("float16"))]);
+    let r = ok(
+        "astype",
+        &[f32(&[1, 3])],
+        &[("dtype", Attr::str("float16"))],
+    );
     assert_eq!(r, t(DType::F16, &[1, 3]));
-    assert_err("astype", &[f32(&[1])], &[("dtype", Attr::str("f16"))], "unknown dtype 'f16'");
-    assert_err("astype", &[f32(&[1])], &[], "missing required attribute 'dtype'");
-    assert_err("astype", &[f32(&[1])], &[("dtype", Attr::Int(16))], "must be a string, got an int");
+    assert_err(
+        "astype",
+        &[f32(&[1])],
+        &[("dtype", Attr::str("f16"))],
+        "unknown dtype 'f16'",
+    );
+    assert_err(
+        "astype",
+        &[f32(&[1])],
+        &[],
+        "missing required attribute 'dtype'",
+    );
+    assert_err(
+        "astype",
+        &[f32(&[1])],
+        &[("dtype", Attr::Int(16))],
+        "must be a string, got an int",
+    );
 }
 
 #[test]
 fn binary_ops_broadcast_like_numpy() {
-    for op in ["add", "subtract", "multiply", "divide", "floor_divide", "power", "maximum"] {
-        assert_eq!(ok(op, &[f32(&[2, 1, 4]), f32(&[3, 1])], &[]), f32(&[2, 3, 4]));
+    for op in [
+        "add",
+        "subtract",
+        "multiply",
+        "divide",
+        "floor_divide",
+        "power",
+        "maximum",
+    ] {
+        assert_eq!(
+            ok(op, &[f32(&[2, 1, 4]), f32(&[3, 1])], &[]),
+            f32(&[2, 3, 4])
+        );
         assert_eq!(ok(op, &[f32(&[]), f32(&[5])], &[]), f32(&[5]));
-        assert_err(op, &[f32(&[2, 3]), f32(&[4])], &[], "do not broadcast (3 vs 4)");
+        assert_err(
+            op,
+            &[f32(&[2, 3]), f32(&[4])],
+            &[],
+            "do not broadcast (3 vs 4)",
+        );
         assert_err(op, &[f32(&[2]), t(DType::I32, &[2])], &[], "dtypes differ");
     }
     // A zero extent broadcasts against 1 (numpy).
-    assert_eq!(ok("minimum", &[f32(&[0, 3]), f32(&[1, 3])], &[]), f32(&[0, 3]));
+    assert_eq!(
+        ok("minimum", &[f32(&[0, 3]), f32(&[1, 3])], &[]),
+        f32(&[0, 3])
+    );
 }
 
 #[test]
 fn comparisons_give_bool() {
-    for op in ["equal", "not_equal", "less", "less_equal", "greater", "greater_equal"] {
+    for op in [
+        "equal",
+        "not_equal",
+        "less",
+        "less_equal",
+        "greater",
+        "greater_equal",
+    ] {
         let r = ok(op, &[t(DType::I64, &[4, 1]), t(DType::I64, &[3])], &[]);
         assert_eq!(r, t(DType::Bool, &[4, 3]));
     }
-    assert_err("less", &[f32(&[2]), t(DType::F16, &[2])], &[], "dtypes differ");
+    assert_err(
+        "less",
+        &[f32(&[2]), t(DType::F16, &[2])],
+        &[],
+        "dtypes differ",
+    );
 }
 
 #[test]
 fn where_broadcasts_three_ways() {
-    let r = ok("where", &[t(DType::Bool, &[1, 4]), f32(&[3, 1]), f32(&[])], &[]);
+    let r = ok(
+        "where",
+        &[t(DType::Bool, &[1, 4]), f32(&[3, 1]), f32(&[])],
+        &[],
+    );
     assert_eq!(r, f32(&[3, 4]));
-    assert_err("where", &[f32(&[1]), f32(&[1]), f32(&[1])], &[], "must have dtype bool");
-    assert_err("where", &[t(DType::Bool, &[2]), f32(&[3]), f32(&[3])], &[], "do not broadcast");
+    assert_err(
+        "where",
+        &[f32(&[1]), f32(&[1]), f32(&[1])],
+        &[],
+        "must have dtype bool",
+    );
+    assert_err(
+        "where",
+        &[t(DType::Bool, &[2]), f32(&[3]), f32(&[3])],
+        &[],
+        "do not broadcast",
+    );
 }
 
 #[test]
 fn commutativity_and_patterns() {
-    let commutative: Vec<&str> = Op::all().filter(|o| o.def().commutative).map(Op::name).collect();
-    assert_eq!(commutative, ["add", "multiply", "maximum", "minimum", "equal", "not_equal"]);
+    let commutative: Vec<&str> = Op::all()
+        .filter(|o| o.def().commutative)
+        .map(Op::name)
+        .collect();
+    assert_eq!(
+        commutative,
+        [
+            "add",
+            "multiply",
+            "maximum",
+            "minimum",
+            "equal",
+            "not_equal"
+        ]
+    );
     let pattern = |n: &str| Op::lookup(n).unwrap().pattern();
     assert_eq!(pattern("nn.conv2d"), OpPattern::OutEWiseFusable);
     assert_eq!(pattern("exp"), OpPattern::ElemWise);
@@ -307,11 +558,19 @@ fn reductions_over_axes() {
         let keep = [("axis", ints(&[1])), ("keepdims", Attr::Bool(true))];
         assert_eq!(ok(op, &[x.clone()], &keep), f32(&[2, 1, 4]));
         assert_eq!(ok(op, &[x.clone()], &[]), f32(&[]));
-        assert_eq!(ok(op, &[x.clone()], &[("keepdims", Attr::Bool(true))]), f32(&[1, 1, 1]));
+        assert_eq!(
+            ok(op, &[x.clone()], &[("keepdims", Attr::Bool(true))]),
+            f32(&[1, 1, 1])
+        );
         assert_eq!(ok(op, &[x.clone()], &[("axis", ints(&[-1, 0]))]), f32(&[3]));
         assert_eq!(ok(op, &[x.clone()], &[("axis", ints(&[]))]), x);
         assert_err(op, &[x.clone()], &[("axis", ints(&[1, -2]))], "repeated");
-        assert_err(op, &[x.clone()], &[("axis", ints(&[3]))], "axis 3 is out of range for rank 3");
+        assert_err(
+            op,
+            &[x.clone()],
+            &[("axis", ints(&[3]))],
+            "axis 3 is out of range for rank 3",
+        );
     }
 }
 
@@ -319,12 +578,20 @@ fn reductions_over_axes() {
 fn argmax_argmin_give_int64() {
     let x = f32(&[2, 3, 4]);
     for op in ["argmax", "argmin"] {
-        assert_eq!(ok(op, &[x.clone()], &[("axis", Attr::Int(1))]), t(DType::I64, &[2, 4]));
+        assert_eq!(
+            ok(op, &[x.clone()], &[("axis", Attr::Int(1))]),
+            t(DType::I64, &[2, 4])
+        );
         let keep = [("axis", Attr::Int(-1)), ("keepdims", Attr::Bool(true))];
         assert_eq!(ok(op, &[x.clone()], &keep), t(DType::I64, &[2, 3, 1]));
         assert_eq!(ok(op, &[x.clone()], &[]), t(DType::I64, &[]));
         assert_err(op, &[x.clone()], &[("axis", Attr::Int(-4))], "out of range");
-        assert_err(op, &[x.clone()], &[("axis", ints(&[1]))], "must be an int, got a list");
+        assert_err(
+            op,
+            &[x.clone()],
+            &[("axis", ints(&[1]))],
+            "must be an int, got a list",
+        );
     }
 }
 
@@ -338,10 +605,20 @@ fn batch_norm_checks_channel_params() {
     assert_eq!(ok("nn.batch_norm", &params(), &[]), data);
     let mut wrong = params();
     wrong[3] = f32(&[32]);
-    assert_err("nn.batch_norm", &wrong, &[], "moving_mean must have shape [64]");
+    assert_err(
+        "nn.batch_norm",
+        &wrong,
+        &[],
+        "moving_mean must have shape [64]",
+    );
     let mut wrong_dtype = params();
     wrong_dtype[1] = t(DType::F16, &[64]);
-    assert_err("nn.batch_norm", &wrong_dtype, &[], "gamma dtype f16 differs");
+    assert_err(
+        "nn.batch_norm",
+        &wrong_dtype,
+        &[],
+        "gamma dtype f16 differs",
+    );
     // NHWC: channels last.
     let nhwc = f32(&[1, 56, 56, 64]);
     let r = ok(
@@ -350,14 +627,22 @@ fn batch_norm_checks_channel_params() {
         &[("axis", Attr::Int(3))],
     );
     assert_eq!(r, nhwc);
-    assert_err("nn.batch_norm", &params(), &[("axis", Attr::Int(4))], "out of range");
+    assert_err(
+        "nn.batch_norm",
+        &params(),
+        &[("axis", Attr::Int(4))],
+        "out of range",
+    );
 }
 
 #[test]
 fn layer_norm_and_softmax() {
     let x = f32(&[2, 128, 768]);
     let a = [("axes", ints(&[-1]))];
-    assert_eq!(ok("nn.layer_norm", &[x.clone(), f32(&[768]), f32(&[768])], &a), x);
+    assert_eq!(
+        ok("nn.layer_norm", &[x.clone(), f32(&[768]), f32(&[768])], &a),
+        x
+    );
     assert_err(
         "nn.layer_norm",
         &[x.clone(), f32(&[512]), f32(&[768])],
@@ -393,15 +678,25 @@ fn layer_norm_and_softmax() {
 
 #[test]
 fn pooling_resnet_and_ceil_mode() {
-    let a = [("pool_size", ints(&[3, 3])), ("strides", ints(&[2, 2])), ("padding", ints(&[1]))];
+    let a = [
+        ("pool_size", ints(&[3, 3])),
+        ("strides", ints(&[2, 2])),
+        ("padding", ints(&[1])),
+    ];
     let r = ok("nn.max_pool2d", &[f32(&[1, 64, 112, 112])], &a);
     assert_eq!(r, f32(&[1, 64, 56, 56]));
     // GoogLeNet-style ceil_mode pooling: 112 -> 56 with ceil, 55 without.
     let floor = [("pool_size", ints(&[3])), ("strides", ints(&[2]))];
-    assert_eq!(ok("nn.max_pool2d", &[f32(&[1, 64, 112, 112])], &floor), f32(&[1, 64, 55, 55]));
+    assert_eq!(
+        ok("nn.max_pool2d", &[f32(&[1, 64, 112, 112])], &floor),
+        f32(&[1, 64, 55, 55])
+    );
     let mut ceil = floor.to_vec();
     ceil.push(("ceil_mode", Attr::Bool(true)));
-    assert_eq!(ok("nn.max_pool2d", &[f32(&[1, 64, 112, 112])], &ceil), f32(&[1, 64, 56, 56]));
+    assert_eq!(
+        ok("nn.max_pool2d", &[f32(&[1, 64, 112, 112])], &ceil),
+        f32(&[1, 64, 56, 56])
+    );
     // The last window may not start in the padding only: 5 + pad 1 + 1, kernel 2, stride 2.
     let edge = [
         ("pool_size", ints(&[2])),
@@ -409,18 +704,33 @@ fn pooling_resnet_and_ceil_mode() {
         ("padding", ints(&[1])),
         ("ceil_mode", Attr::Bool(true)),
     ];
-    assert_eq!(ok("nn.avg_pool2d", &[f32(&[1, 1, 5, 5])], &edge), f32(&[1, 1, 3, 3]));
+    assert_eq!(
+        ok("nn.avg_pool2d", &[f32(&[1, 1, 5, 5])], &edge),
+        f32(&[1, 1, 3, 3])
+    );
 }
 
 #[test]
 fn pooling_nhwc_and_errors() {
-    let a =
-        [("pool_size", ints(&[2, 2])), ("strides", ints(&[2, 2])), ("layout", Attr::str("NHWC"))];
-    assert_eq!(ok("nn.avg_pool2d", &[f32(&[1, 32, 32, 16])], &a), f32(&[1, 16, 16, 16]));
+    let a = [
+        ("pool_size", ints(&[2, 2])),
+        ("strides", ints(&[2, 2])),
+        ("layout", Attr::str("NHWC")),
+    ];
+    assert_eq!(
+        ok("nn.avg_pool2d", &[f32(&[1, 32, 32, 16])], &a),
+        f32(&[1, 16, 16, 16])
+    );
     let mut out_nchw = a.to_vec();
     out_nchw.push(("out_layout", Attr::str("NCHW")));
-    assert_eq!(ok("nn.avg_pool2d", &[f32(&[1, 32, 32, 16])], &out_nchw), f32(&[1, 16, 16, 16]));
-    assert_eq!(ok("nn.avg_pool2d", &[f32(&[1, 32, 30, 16])], &out_nchw), f32(&[1, 16, 16, 15]));
+    assert_eq!(
+        ok("nn.avg_pool2d", &[f32(&[1, 32, 32, 16])], &out_nchw),
+        f32(&[1, 16, 16, 16])
+    );
+    assert_eq!(
+        ok("nn.avg_pool2d", &[f32(&[1, 32, 30, 16])], &out_nchw),
+        f32(&[1, 16, 16, 15])
+    );
     assert_err(
         "nn.max_pool2d",
         &[f32(&[1, 1, 4, 4])],
@@ -428,22 +738,47 @@ fn pooling_nhwc_and_errors() {
         "missing required attribute 'pool_size'",
     );
     let big = [("pool_size", ints(&[5]))];
-    assert_err("nn.max_pool2d", &[f32(&[1, 1, 4, 4])], &big, "larger than the padded input");
+    assert_err(
+        "nn.max_pool2d",
+        &[f32(&[1, 1, 4, 4])],
+        &big,
+        "larger than the padded input",
+    );
     let zero_stride = [("pool_size", ints(&[2])), ("strides", ints(&[0]))];
-    assert_err("nn.max_pool2d", &[f32(&[1, 1, 4, 4])], &zero_stride, "must be positive");
-    assert_err("nn.max_pool2d", &[f32(&[1, 4, 4])], &big, "data must have rank 4");
+    assert_err(
+        "nn.max_pool2d",
+        &[f32(&[1, 1, 4, 4])],
+        &zero_stride,
+        "must be positive",
+    );
+    assert_err(
+        "nn.max_pool2d",
+        &[f32(&[1, 4, 4])],
+        &big,
+        "data must have rank 4",
+    );
 }
 
 #[test]
 fn adaptive_avg_pool2d_sizes() {
     let x = f32(&[1, 2048, 7, 7]);
     assert_eq!(
-        ok("nn.adaptive_avg_pool2d", &[x.clone()], &[("output_size", ints(&[1]))]),
+        ok(
+            "nn.adaptive_avg_pool2d",
+            &[x.clone()],
+            &[("output_size", ints(&[1]))]
+        ),
         f32(&[1, 2048, 1, 1])
     );
     assert_eq!(ok("nn.adaptive_avg_pool2d", &[x.clone()], &[]), x);
-    let nhwc = [("output_size", ints(&[2, 3])), ("layout", Attr::str("NHWC"))];
-    assert_eq!(ok("nn.adaptive_avg_pool2d", &[f32(&[1, 7, 7, 512])], &nhwc), f32(&[1, 2, 3, 512]));
+    let nhwc = [
+        ("output_size", ints(&[2, 3])),
+        ("layout", Attr::str("NHWC")),
+    ];
+    assert_eq!(
+        ok("nn.adaptive_avg_pool2d", &[f32(&[1, 7, 7, 512])], &nhwc),
+        f32(&[1, 2, 3, 512])
+    );
     assert_err(
         "nn.adaptive_avg_pool2d",
         &[x.clone()],
@@ -463,26 +798,84 @@ fn adaptive_avg_pool2d_sizes() {
 #[test]
 fn reshape_infers_minus_one() {
     let x = f32(&[2, 3, 4]);
-    assert_eq!(ok("reshape", &[x.clone()], &[("shape", ints(&[6, -1]))]), f32(&[6, 4]));
-    assert_eq!(ok("reshape", &[x.clone()], &[("shape", ints(&[-1]))]), f32(&[24]));
-    assert_eq!(ok("reshape", &[x.clone()], &[("shape", ints(&[1, 24, 1]))]), f32(&[1, 24, 1]));
-    assert_eq!(ok("reshape", &[f32(&[1])], &[("shape", ints(&[]))]), f32(&[]));
-    assert_err("reshape", &[x.clone()], &[("shape", ints(&[5, 5]))], "24 elements");
-    assert_err("reshape", &[x.clone()], &[("shape", ints(&[-1, -1]))], "more than one -1");
-    assert_err("reshape", &[x.clone()], &[("shape", ints(&[5, -1]))], "-1 cannot be inferred");
-    assert_err("reshape", &[f32(&[0, 3])], &[("shape", ints(&[0, -1]))], "-1 cannot be inferred");
-    assert_err("reshape", &[x.clone()], &[("shape", ints(&[-2, -12]))], "invalid extent -2");
-    assert_err("reshape", &[x], &[("shape", ints(&[i64::MAX, 2, -1]))], "overflows");
+    assert_eq!(
+        ok("reshape", &[x.clone()], &[("shape", ints(&[6, -1]))]),
+        f32(&[6, 4])
+    );
+    assert_eq!(
+        ok("reshape", &[x.clone()], &[("shape", ints(&[-1]))]),
+        f32(&[24])
+    );
+    assert_eq!(
+        ok("reshape", &[x.clone()], &[("shape", ints(&[1, 24, 1]))]),
+        f32(&[1, 24, 1])
+    );
+    assert_eq!(
+        ok("reshape", &[f32(&[1])], &[("shape", ints(&[]))]),
+        f32(&[])
+    );
+    assert_err(
+        "reshape",
+        &[x.clone()],
+        &[("shape", ints(&[5, 5]))],
+        "24 elements",
+    );
+    assert_err(
+        "reshape",
+        &[x.clone()],
+        &[("shape", ints(&[-1, -1]))],
+        "more than one -1",
+    );
+    assert_err(
+        "reshape",
+        &[x.clone()],
+        &[("shape", ints(&[5, -1]))],
+        "-1 cannot be inferred",
+    );
+    assert_err(
+        "reshape",
+        &[f32(&[0, 3])],
+        &[("shape", ints(&[0, -1]))],
+        "-1 cannot be inferred",
+    );
+    assert_err(
+        "reshape",
+        &[x.clone()],
+        &[("shape", ints(&[-2, -12]))],
+        "invalid extent -2",
+    );
+    assert_err(
+        "reshape",
+        &[x],
+        &[("shape", ints(&[i64::MAX, 2, -1]))],
+        "overflows",
+    );
 }
 
 #[test]
 fn permute_dims_defaults_to_reverse() {
     let x = f32(&[2, 3, 4]);
     assert_eq!(ok("permute_dims", &[x.clone()], &[]), f32(&[4, 3, 2]));
-    assert_eq!(ok("permute_dims", &[x.clone()], &[("axes", ints(&[0, 2, 1]))]), f32(&[2, 4, 3]));
-    assert_eq!(ok("permute_dims", &[x.clone()], &[("axes", ints(&[-1, 0, 1]))]), f32(&[4, 2, 3]));
-    assert_err("permute_dims", &[x.clone()], &[("axes", ints(&[0, 0, 1]))], "repeated");
-    assert_err("permute_dims", &[x], &[("axes", ints(&[1, 0]))], "one entry per dim");
+    assert_eq!(
+        ok("permute_dims", &[x.clone()], &[("axes", ints(&[0, 2, 1]))]),
+        f32(&[2, 4, 3])
+    );
+    assert_eq!(
+        ok("permute_dims", &[x.clone()], &[("axes", ints(&[-1, 0, 1]))]),
+        f32(&[4, 2, 3])
+    );
+    assert_err(
+        "permute_dims",
+        &[x.clone()],
+        &[("axes", ints(&[0, 0, 1]))],
+        "repeated",
+    );
+    assert_err(
+        "permute_dims",
+        &[x],
+        &[("axes", ints(&[1, 0]))],
+        "one entry per dim",
+    );
 }
 
 #[test]
@@ -493,13 +886,39 @@ fn concat_along_an_axis() {
         &[("axis", Attr::Int(1))],
     );
     assert_eq!(r, f32(&[1, 8, 3]));
-    assert_eq!(ok("concat", &[f32(&[2, 3]), f32(&[4, 3])], &[]), f32(&[6, 3]));
-    assert_eq!(ok("concat", &[f32(&[2, 3])], &[("axis", Attr::Int(-1))]), f32(&[2, 3]));
+    assert_eq!(
+        ok("concat", &[f32(&[2, 3]), f32(&[4, 3])], &[]),
+        f32(&[6, 3])
+    );
+    assert_eq!(
+        ok("concat", &[f32(&[2, 3])], &[("axis", Attr::Int(-1))]),
+        f32(&[2, 3])
+    );
     let axis1 = [("axis", Attr::Int(1))];
-    assert_err("concat", &[f32(&[1, 2, 3]), f32(&[2, 2, 3])], &axis1, "outside axis 1");
-    assert_err("concat", &[f32(&[1, 2]), f32(&[1, 2, 3])], &axis1, "outside axis 1");
-    assert_err("concat", &[f32(&[1, 2]), t(DType::F16, &[1, 2])], &axis1, "another dtype");
-    assert_err("concat", &[f32(&[]), f32(&[])], &[], "out of range for rank 0");
+    assert_err(
+        "concat",
+        &[f32(&[1, 2, 3]), f32(&[2, 2, 3])],
+        &axis1,
+        "outside axis 1",
+    );
+    assert_err(
+        "concat",
+        &[f32(&[1, 2]), f32(&[1, 2, 3])],
+        &axis1,
+        "outside axis 1",
+    );
+    assert_err(
+        "concat",
+        &[f32(&[1, 2]), t(DType::F16, &[1, 2])],
+        &axis1,
+        "another dtype",
+    );
+    assert_err(
+        "concat",
+        &[f32(&[]), f32(&[])],
+        &[],
+        "out of range for rank 0",
+    );
     let huge = f32(&[i64::MAX]);
     assert_err("concat", &[huge.clone(), huge], &[], "overflows");
 }
@@ -510,7 +929,10 @@ fn split_by_sections_and_indices() {
     let r = infer(
         "split",
         &[x.clone()],
-        &[("indices_or_sections", Attr::Int(5)), ("axis", Attr::Int(1))],
+        &[
+            ("indices_or_sections", Attr::Int(5)),
+            ("axis", Attr::Int(1)),
+        ],
     )
     .unwrap();
     assert_eq!(r, vec![f32(&[2, 2]); 5]);
@@ -518,20 +940,30 @@ fn split_by_sections_and_indices() {
     let r = infer(
         "split",
         &[x.clone()],
-        &[("indices_or_sections", Attr::Int(3)), ("axis", Attr::Int(-1))],
+        &[
+            ("indices_or_sections", Attr::Int(3)),
+            ("axis", Attr::Int(-1)),
+        ],
     )
     .unwrap();
     assert_eq!(r, vec![f32(&[2, 4]), f32(&[2, 4]), f32(&[2, 2])]);
     let r = infer(
         "split",
         &[x.clone()],
-        &[("indices_or_sections", Attr::Int(1)), ("axis", Attr::Int(1))],
+        &[
+            ("indices_or_sections", Attr::Int(1)),
+            ("axis", Attr::Int(1)),
+        ],
     )
     .unwrap();
     assert_eq!(r, vec![x.clone()]);
     let by = |idx: &[i64]| {
-        infer("split", &[x.clone()], &[("indices_or_sections", ints(idx)), ("axis", Attr::Int(1))])
-            .unwrap()
+        infer(
+            "split",
+            &[x.clone()],
+            &[("indices_or_sections", ints(idx)), ("axis", Attr::Int(1))],
+        )
+        .unwrap()
     };
     assert_eq!(by(&[2, 5]), vec![f32(&[2, 2]), f32(&[2, 3]), f32(&[2, 5])]);
     assert_eq!(by(&[3, 20]), vec![f32(&[2, 3]), f32(&[2, 7]), f32(&[2, 0])]);
@@ -545,8 +977,18 @@ fn split_errors() {
     let sections = |n: i64| [("indices_or_sections", Attr::Int(n))];
     assert_err("split", &[x.clone()], &sections(4), "cannot split axis 0");
     assert_err("split", &[x.clone()], &sections(0), "must be in 1..=");
-    assert_err("split", &[f32(&[0])], &sections(i64::MAX), "must be in 1..=");
-    assert_err("split", &[x.clone()], &[], "missing required attribute 'indices_or_sections'");
+    assert_err(
+        "split",
+        &[f32(&[0])],
+        &sections(i64::MAX),
+        "must be in 1..=",
+    );
+    assert_err(
+        "split",
+        &[x.clone()],
+        &[],
+        "missing required attribute 'indices_or_sections'",
+    );
     assert_err(
         "split",
         &[x.clone()],
@@ -556,7 +998,10 @@ fn split_errors() {
     assert_err(
         "split",
         &[x],
-        &[("indices_or_sections", Attr::Int(1)), ("axis", Attr::Int(1))],
+        &[
+            ("indices_or_sections", Attr::Int(1)),
+            ("axis", Attr::Int(1)),
+        ],
         "out of range",
     );
 }
@@ -565,7 +1010,11 @@ fn split_errors() {
 fn strided_slice_clamps_like_numpy() {
     let slice =
         |shape: &[i64], axes: &[i64], begin: &[i64], end: &[i64], strides: Option<&[i64]>| {
-            let mut a = vec![("axes", ints(axes)), ("begin", ints(begin)), ("end", ints(end))];
+            let mut a = vec![
+                ("axes", ints(axes)),
+                ("begin", ints(begin)),
+                ("end", ints(end)),
+            ];
             if let Some(s) = strides {
                 a.push(("strides", ints(s)));
             }
@@ -583,9 +1032,15 @@ fn strided_slice_clamps_like_numpy() {
     assert_eq!(slice(&[10], &[0], &[-20], &[-15], Some(&[-1])), [0]);
     // Strides larger than the extent, and the extreme stride.
     assert_eq!(slice(&[10], &[0], &[0], &[10], Some(&[i64::MAX])), [1]);
-    assert_eq!(slice(&[10], &[0], &[9], &[i64::MIN], Some(&[i64::MIN])), [1]);
+    assert_eq!(
+        slice(&[10], &[0], &[9], &[i64::MIN], Some(&[i64::MIN])),
+        [1]
+    );
     // Several axes, negative axis.
-    assert_eq!(slice(&[4, 5, 6], &[0, -1], &[1, 0], &[3, -1], Some(&[1, 2])), [2, 5, 3]);
+    assert_eq!(
+        slice(&[4, 5, 6], &[0, -1], &[1, 0], &[3, -1], Some(&[1, 2])),
+        [2, 5, 3]
+    );
 }
 
 #[test]
@@ -601,7 +1056,11 @@ fn strided_slice_errors() {
     };
     assert_err("strided_slice", &x, &base(&[0]), "contains 0");
     assert_err("strided_slice", &x, &base(&[1, 1]), "one entry per axis");
-    let bad_axis = [("axes", ints(&[2])), ("begin", ints(&[0])), ("end", ints(&[1]))];
+    let bad_axis = [
+        ("axes", ints(&[2])),
+        ("begin", ints(&[0])),
+        ("end", ints(&[1])),
+    ];
     assert_err("strided_slice", &x, &bad_axis, "axis 2 is out of range");
     assert_err(
         "strided_slice",
@@ -615,13 +1074,29 @@ fn strided_slice_errors() {
 fn pad_adds_before_and_after() {
     let a = [("pad_width", ints(&[0, 0, 0, 0, 1, 1, 2, 2]))];
     assert_eq!(ok("nn.pad", &[f32(&[1, 3, 4, 4])], &a), f32(&[1, 3, 6, 8]));
-    let reflect = [("pad_width", ints(&[1, 2])), ("pad_mode", Attr::str("reflect"))];
+    let reflect = [
+        ("pad_width", ints(&[1, 2])),
+        ("pad_mode", Attr::str("reflect")),
+    ];
     assert_eq!(ok("nn.pad", &[f32(&[4])], &reflect), f32(&[7]));
     assert_err("nn.pad", &[f32(&[1, 3])], &a, "2 * rank = 4 elements");
-    assert_err("nn.pad", &[f32(&[4])], &[("pad_width", ints(&[-1, 0]))], "must not be negative");
-    let mode = [("pad_width", ints(&[1, 1])), ("pad_mode", Attr::str("wrap"))];
+    assert_err(
+        "nn.pad",
+        &[f32(&[4])],
+        &[("pad_width", ints(&[-1, 0]))],
+        "must not be negative",
+    );
+    let mode = [
+        ("pad_width", ints(&[1, 1])),
+        ("pad_mode", Attr::str("wrap")),
+    ];
     assert_err("nn.pad", &[f32(&[4])], &mode, "'pad_mode' must be one of");
-    assert_err("nn.pad", &[f32(&[4])], &[("pad_width", ints(&[i64::MAX, 1]))], "overflows");
+    assert_err(
+        "nn.pad",
+        &[f32(&[4])],
+        &[("pad_width", ints(&[i64::MAX, 1]))],
+        "overflows",
+    );
 }
 
 #[test]
@@ -631,37 +1106,94 @@ fn resize2d_sets_spatial_dims() {
         ok("image.resize2d", &[x.clone()], &[("size", ints(&[64, 48]))]),
         f32(&[1, 3, 64, 48])
     );
-    assert_eq!(ok("image.resize2d", &[x.clone()], &[("size", ints(&[16]))]), f32(&[1, 3, 16, 16]));
+    assert_eq!(
+        ok("image.resize2d", &[x.clone()], &[("size", ints(&[16]))]),
+        f32(&[1, 3, 16, 16])
+    );
     let nhwc = [
         ("size", ints(&[64, 64])),
         ("layout", Attr::str("NHWC")),
         ("method", Attr::str("nearest_neighbor")),
     ];
-    assert_eq!(ok("image.resize2d", &[f32(&[1, 32, 32, 3])], &nhwc), f32(&[1, 64, 64, 3]));
+    assert_eq!(
+        ok("image.resize2d", &[f32(&[1, 32, 32, 3])], &nhwc),
+        f32(&[1, 64, 64, 3])
+    );
     let cast = [("size", ints(&[8, 8])), ("out_dtype", Attr::str("float16"))];
-    assert_eq!(ok("image.resize2d", &[x.clone()], &cast), t(DType::F16, &[1, 3, 8, 8]));
+    assert_eq!(
+        ok("image.resize2d", &[x.clone()], &cast),
+        t(DType::F16, &[1, 3, 8, 8])
+    );
     let method = [("size", ints(&[8, 8])), ("method", Attr::str("bilinear"))];
-    assert_err("image.resize2d", &[x.clone()], &method, "'method' must be one of");
+    assert_err(
+        "image.resize2d",
+        &[x.clone()],
+        &method,
+        "'method' must be one of",
+    );
     let roi = [("size", ints(&[8, 8])), ("roi", Attr::floats([0.0, 1.0]))];
-    assert_err("image.resize2d", &[x.clone()], &roi, "'roi' must have 4 elements");
-    assert_err("image.resize2d", &[x], &[("size", ints(&[-8, 8]))], "must not be negative");
+    assert_err(
+        "image.resize2d",
+        &[x.clone()],
+        &roi,
+        "'roi' must have 4 elements",
+    );
+    assert_err(
+        "image.resize2d",
+        &[x],
+        &[("size", ints(&[-8, 8]))],
+        "must not be negative",
+    );
 }
 
 #[test]
 fn squeeze_expand_dims_flatten() {
     let x = f32(&[1, 3, 1, 4]);
     assert_eq!(ok("squeeze", &[x.clone()], &[]), f32(&[3, 4]));
-    assert_eq!(ok("squeeze", &[x.clone()], &[("axis", ints(&[0]))]), f32(&[3, 1, 4]));
-    assert_eq!(ok("squeeze", &[x.clone()], &[("axis", ints(&[-2, 0]))]), f32(&[3, 4]));
-    assert_err("squeeze", &[x.clone()], &[("axis", ints(&[1]))], "its extent is not 1");
+    assert_eq!(
+        ok("squeeze", &[x.clone()], &[("axis", ints(&[0]))]),
+        f32(&[3, 1, 4])
+    );
+    assert_eq!(
+        ok("squeeze", &[x.clone()], &[("axis", ints(&[-2, 0]))]),
+        f32(&[3, 4])
+    );
+    assert_err(
+        "squeeze",
+        &[x.clone()],
+        &[("axis", ints(&[1]))],
+        "its extent is not 1",
+    );
 
     let y = f32(&[3, 4]);
-    assert_eq!(ok("expand_dims", &[y.clone()], &[("axis", ints(&[0]))]), f32(&[1, 3, 4]));
-    assert_eq!(ok("expand_dims", &[y.clone()], &[("axis", ints(&[-1]))]), f32(&[3, 4, 1]));
-    assert_eq!(ok("expand_dims", &[y.clone()], &[("axis", ints(&[0, 3]))]), f32(&[1, 3, 4, 1]));
-    assert_eq!(ok("expand_dims", &[y.clone()], &[("axis", ints(&[1, 2]))]), f32(&[3, 1, 1, 4]));
-    assert_err("expand_dims", &[y.clone()], &[("axis", ints(&[0, -4]))], "repeated");
-    assert_err("expand_dims", &[y.clone()], &[("axis", ints(&[3]))], "out of range");
+    assert_eq!(
+        ok("expand_dims", &[y.clone()], &[("axis", ints(&[0]))]),
+        f32(&[1, 3, 4])
+    );
+    assert_eq!(
+        ok("expand_dims", &[y.clone()], &[("axis", ints(&[-1]))]),
+        f32(&[3, 4, 1])
+    );
+    assert_eq!(
+        ok("expand_dims", &[y.clone()], &[("axis", ints(&[0, 3]))]),
+        f32(&[1, 3, 4, 1])
+    );
+    assert_eq!(
+        ok("expand_dims", &[y.clone()], &[("axis", ints(&[1, 2]))]),
+        f32(&[3, 1, 1, 4])
+    );
+    assert_err(
+        "expand_dims",
+        &[y.clone()],
+        &[("axis", ints(&[0, -4]))],
+        "repeated",
+    );
+    assert_err(
+        "expand_dims",
+        &[y.clone()],
+        &[("axis", ints(&[3]))],
+        "out of range",
+    );
 
     assert_eq!(ok("flatten", &[f32(&[2, 3, 4])], &[]), f32(&[24]));
     assert_eq!(ok("flatten", &[f32(&[])], &[]), f32(&[1]));
@@ -672,14 +1204,32 @@ fn squeeze_expand_dims_flatten() {
 fn take_follows_numpy() {
     let data = f32(&[5, 6]);
     let idx = |shape: &[i64]| t(DType::I64, shape);
-    assert_eq!(ok("take", &[data.clone(), idx(&[3])], &[("axis", Attr::Int(0))]), f32(&[3, 6]));
     assert_eq!(
-        ok("take", &[data.clone(), idx(&[2, 2])], &[("axis", Attr::Int(-1))]),
+        ok(
+            "take",
+            &[data.clone(), idx(&[3])],
+            &[("axis", Attr::Int(0))]
+        ),
+        f32(&[3, 6])
+    );
+    assert_eq!(
+        ok(
+            "take",
+            &[data.clone(), idx(&[2, 2])],
+            &[("axis", Attr::Int(-1))]
+        ),
         f32(&[5, 2, 2])
     );
-    assert_eq!(ok("take", &[data.clone(), idx(&[])], &[("axis", Attr::Int(0))]), f32(&[6]));
+    assert_eq!(
+        ok("take", &[data.clone(), idx(&[])], &[("axis", Attr::Int(0))]),
+        f32(&[6])
+    );
     // Embedding lookup: [vocab, hidden] with [batch, seq] int32 ids.
-    let r = ok("take", &[f32(&[30522, 768]), t(DType::I32, &[8, 128])], &[("axis", Attr::Int(0))]);
+    let r = ok(
+        "take",
+        &[f32(&[30522, 768]), t(DType::I32, &[8, 128])],
+        &[("axis", Attr::Int(0))],
+    );
     assert_eq!(r, f32(&[8, 128, 768]));
     assert_eq!(ok("take", &[data.clone(), idx(&[2, 2])], &[]), f32(&[2, 2]));
     assert_err("take", &[data.clone(), f32(&[3])], &[], "integer dtype");
@@ -689,17 +1239,40 @@ fn take_follows_numpy() {
         &[("mode", Attr::str("nearest"))],
         "'mode' must be one of",
     );
-    assert_err("take", &[data, idx(&[3])], &[("axis", Attr::Int(2))], "out of range");
+    assert_err(
+        "take",
+        &[data, idx(&[3])],
+        &[("axis", Attr::Int(2))],
+        "out of range",
+    );
 }
 
 #[test]
 fn broadcast_to_and_tile() {
     let s = |v: &[i64]| [("shape", ints(v))];
-    assert_eq!(ok("broadcast_to", &[f32(&[3, 1])], &s(&[2, 3, 4])), f32(&[2, 3, 4]));
+    assert_eq!(
+        ok("broadcast_to", &[f32(&[3, 1])], &s(&[2, 3, 4])),
+        f32(&[2, 3, 4])
+    );
     assert_eq!(ok("broadcast_to", &[f32(&[])], &s(&[2])), f32(&[2]));
-    assert_err("broadcast_to", &[f32(&[3, 2])], &s(&[3, 4]), "cannot broadcast");
-    assert_err("broadcast_to", &[f32(&[2, 3])], &s(&[3]), "cannot broadcast");
-    assert_err("broadcast_to", &[f32(&[1])], &s(&[-1]), "must not be negative");
+    assert_err(
+        "broadcast_to",
+        &[f32(&[3, 2])],
+        &s(&[3, 4]),
+        "cannot broadcast",
+    );
+    assert_err(
+        "broadcast_to",
+        &[f32(&[2, 3])],
+        &s(&[3]),
+        "cannot broadcast",
+    );
+    assert_err(
+        "broadcast_to",
+        &[f32(&[1])],
+        &s(&[-1]),
+        "must not be negative",
+    );
 
     let r = |v: &[i64]| [("repeats", ints(v))];
     assert_eq!(ok("tile", &[f32(&[2, 3])], &r(&[2])), f32(&[2, 6]));
@@ -715,20 +1288,50 @@ fn constants_check_their_values() {
         infer(
             "constant",
             &[],
-            &[("value", value), ("shape", ints(shape)), ("dtype", Attr::str(dtype))],
+            &[
+                ("value", value),
+                ("shape", ints(shape)),
+                ("dtype", Attr::str(dtype)),
+            ],
         )
     };
-    assert_eq!(c(Attr::floats([1.0]), &[2, 2], "float32"), Ok(vec![f32(&[2, 2])]));
-    assert_eq!(c(ints(&[1, 2, 3, 4]), &[2, 2], "int64"), Ok(vec![t(DType::I64, &[2, 2])]));
-    assert_eq!(c(Attr::floats([0.5]), &[], "float16"), Ok(vec![t(DType::F16, &[])]));
-    assert_eq!(c(Attr::floats([2.0, 3.0]), &[2], "int32"), Ok(vec![t(DType::I32, &[2])]));
-    assert!(c(ints(&[1, 2, 3]), &[2, 2], "int64").unwrap_err().contains("has 3 elements"));
-    assert!(c(Attr::floats([1.5]), &[1], "int64").unwrap_err().contains("non-integral"));
-    assert!(c(Attr::floats([1.0]), &[1], "f32").unwrap_err().contains("unknown dtype"));
-    assert!(c(Attr::floats([1.0]), &[-1], "float32").unwrap_err().contains("must not be negative"));
-    assert!(c(Attr::floats([1.0]), &[i64::MAX, 4], "float32").unwrap_err().contains("overflows"));
-    assert!(c(Attr::Float(1.0), &[1], "float32").unwrap_err().contains("list of numbers"));
-    assert!(infer("constant", &[f32(&[1])], &[]).unwrap_err().contains("takes 0 operands"));
+    assert_eq!(
+        c(Attr::floats([1.0]), &[2, 2], "float32"),
+        Ok(vec![f32(&[2, 2])])
+    );
+    assert_eq!(
+        c(ints(&[1, 2, 3, 4]), &[2, 2], "int64"),
+        Ok(vec![t(DType::I64, &[2, 2])])
+    );
+    assert_eq!(
+        c(Attr::floats([0.5]), &[], "float16"),
+        Ok(vec![t(DType::F16, &[])])
+    );
+    assert_eq!(
+        c(Attr::floats([2.0, 3.0]), &[2], "int32"),
+        Ok(vec![t(DType::I32, &[2])])
+    );
+    assert!(c(ints(&[1, 2, 3]), &[2, 2], "int64")
+        .unwrap_err()
+        .contains("has 3 elements"));
+    assert!(c(Attr::floats([1.5]), &[1], "int64")
+        .unwrap_err()
+        .contains("non-integral"));
+    assert!(c(Attr::floats([1.0]), &[1], "f32")
+        .unwrap_err()
+        .contains("unknown dtype"));
+    assert!(c(Attr::floats([1.0]), &[-1], "float32")
+        .unwrap_err()
+        .contains("must not be negative"));
+    assert!(c(Attr::floats([1.0]), &[i64::MAX, 4], "float32")
+        .unwrap_err()
+        .contains("overflows"));
+    assert!(c(Attr::Float(1.0), &[1], "float32")
+        .unwrap_err()
+        .contains("list of numbers"));
+    assert!(infer("constant", &[f32(&[1])], &[])
+        .unwrap_err()
+        .contains("takes 0 operands"));
 }
 
 // ---- the registry as a whole -------------------------------------------------------------
@@ -763,7 +1366,12 @@ fn registry_is_consistent() {
 
 #[test]
 fn negative_extents_are_rejected_before_inference() {
-    assert_err("add", &[f32(&[-1]), f32(&[1])], &[], "operand 0 has a negative extent");
+    assert_err(
+        "add",
+        &[f32(&[-1]), f32(&[1])],
+        &[],
+        "operand 0 has a negative extent",
+    );
     assert_err(
         "nn.conv2d",
         &[f32(&[1, 3, 8, 8]), f32(&[4, 3, -3, 3])],
@@ -780,11 +1388,16 @@ fn defaults_filled_in_infer_the_same() {
     let full = op.with_defaults(&given);
     assert_eq!(full.get("groups"), Some(&Attr::Int(1)));
     assert_eq!(full.get("kernel_layout"), Some(&Attr::str("OIHW")));
-    assert!(!full.contains_key("out_dtype"), "optional attributes stay absent");
+    assert!(
+        !full.contains_key("out_dtype"),
+        "optional attributes stay absent"
+    );
     let operands = [f32(&[1, 3, 224, 224]), f32(&[64, 3, 7, 7])];
     let refs: Vec<&TensorType> = operands.iter().collect();
     assert_eq!(op.infer(&refs, &full), op.infer(&refs, &given));
-    let roi = Op::lookup("image.resize2d").unwrap().with_defaults(&Attrs::new());
+    let roi = Op::lookup("image.resize2d")
+        .unwrap()
+        .with_defaults(&Attrs::new());
     assert_eq!(roi.get("roi"), Some(&Attr::floats([0.0; 4])));
 }
 
@@ -810,7 +1423,10 @@ mod never_panics {
     }
 
     fn tensor() -> impl Strategy<Value = TensorType> {
-        (prop::sample::select(DType::ALL.to_vec()), prop::collection::vec(extent(), 0..6))
+        (
+            prop::sample::select(DType::ALL.to_vec()),
+            prop::collection::vec(extent(), 0..6),
+        )
             .prop_map(|(d, s)| TensorType::new(d, s))
     }
 
@@ -875,7 +1491,10 @@ mod never_panics {
                 })
                 .collect();
             (Just(op), prop::collection::vec(tensor(), n), specs).prop_map(|(op, ts, specs)| {
-                let attrs = specs.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect();
+                let attrs = specs
+                    .into_iter()
+                    .filter_map(|(k, v)| v.map(|v| (k, v)))
+                    .collect();
                 (op, ts, attrs)
             })
         })
@@ -919,19 +1538,45 @@ mod never_panics {
             ),
             ("matmul", vec![f32(&[5, 1, 2, 3]), f32(&[4, 3, 6])], v(&[])),
             ("matmul", vec![f32(&[3]), f32(&[2, 3, 4])], v(&[])),
-            ("nn.dense", vec![f32(&[2, 8, 5]), f32(&[7, 5])], v(&[("units", Attr::Int(7))])),
-            ("nn.batch_matmul", vec![f32(&[1, 5, 6]), f32(&[4, 7, 6])], v(&[])),
-            ("clip", vec![x()], v(&[("min", Attr::Float(0.0)), ("max", Attr::Float(6.0))])),
+            (
+                "nn.dense",
+                vec![f32(&[2, 8, 5]), f32(&[7, 5])],
+                v(&[("units", Attr::Int(7))]),
+            ),
+            (
+                "nn.batch_matmul",
+                vec![f32(&[1, 5, 6]), f32(&[4, 7, 6])],
+                v(&[]),
+            ),
+            (
+                "clip",
+                vec![x()],
+                v(&[("min", Attr::Float(0.0)), ("max", Attr::Float(6.0))]),
+            ),
             ("astype", vec![x()], v(&[("dtype", Attr::str("int8"))])),
             ("where", vec![b(), f32(&[1, 3]), f32(&[])], v(&[])),
-            ("sum", vec![x()], v(&[("axis", ints(&[0, -1])), ("keepdims", Attr::Bool(true))])),
+            (
+                "sum",
+                vec![x()],
+                v(&[("axis", ints(&[0, -1])), ("keepdims", Attr::Bool(true))]),
+            ),
             ("argmax", vec![x()], v(&[("axis", Attr::Int(1))])),
             (
                 "nn.batch_norm",
-                vec![f32(&[1, 3, 2, 2]), f32(&[3]), f32(&[3]), f32(&[3]), f32(&[3])],
+                vec![
+                    f32(&[1, 3, 2, 2]),
+                    f32(&[3]),
+                    f32(&[3]),
+                    f32(&[3]),
+                    f32(&[3]),
+                ],
                 v(&[]),
             ),
-            ("nn.layer_norm", vec![x(), f32(&[3, 4]), f32(&[3, 4])], v(&[("axes", ints(&[1, 2]))])),
+            (
+                "nn.layer_norm",
+                vec![x(), f32(&[3, 4]), f32(&[3, 4])],
+                v(&[("axes", ints(&[1, 2]))]),
+            ),
             ("nn.softmax", vec![x()], v(&[("axis", Attr::Int(1))])),
             (
                 "nn.max_pool2d",
@@ -955,16 +1600,26 @@ mod never_panics {
             ),
             ("reshape", vec![x()], v(&[("shape", ints(&[4, -1]))])),
             ("permute_dims", vec![x()], v(&[("axes", ints(&[2, 0, 1]))])),
-            ("concat", vec![x(), f32(&[2, 5, 4])], v(&[("axis", Attr::Int(1))])),
             (
-                "split",
-                vec![f32(&[2, 10])],
-                v(&[("indices_or_sections", Attr::Int(3)), ("axis", Attr::Int(1))]),
+                "concat",
+                vec![x(), f32(&[2, 5, 4])],
+                v(&[("axis", Attr::Int(1))]),
             ),
             (
                 "split",
                 vec![f32(&[2, 10])],
-                v(&[("indices_or_sections", ints(&[2, 7])), ("axis", Attr::Int(1))]),
+                v(&[
+                    ("indices_or_sections", Attr::Int(3)),
+                    ("axis", Attr::Int(1)),
+                ]),
+            ),
+            (
+                "split",
+                vec![f32(&[2, 10])],
+                v(&[
+                    ("indices_or_sections", ints(&[2, 7])),
+                    ("axis", Attr::Int(1)),
+                ]),
             ),
             (
                 "strided_slice",
@@ -976,13 +1631,29 @@ mod never_panics {
                     ("strides", ints(&[1, -1])),
                 ]),
             ),
-            ("nn.pad", vec![x()], v(&[("pad_width", ints(&[0, 1, 2, 3, 4, 5]))])),
-            ("image.resize2d", vec![f32(&[1, 3, 4, 4])], v(&[("size", ints(&[8, 6]))])),
+            (
+                "nn.pad",
+                vec![x()],
+                v(&[("pad_width", ints(&[0, 1, 2, 3, 4, 5]))]),
+            ),
+            (
+                "image.resize2d",
+                vec![f32(&[1, 3, 4, 4])],
+                v(&[("size", ints(&[8, 6]))]),
+            ),
             ("squeeze", vec![f32(&[1, 3, 1])], v(&[("axis", ints(&[0]))])),
             ("expand_dims", vec![x()], v(&[("axis", ints(&[0, -1]))])),
             ("take", vec![x(), i(&[2, 2])], v(&[("axis", Attr::Int(1))])),
-            ("broadcast_to", vec![f32(&[3, 1])], v(&[("shape", ints(&[2, 3, 4]))])),
-            ("tile", vec![f32(&[2, 3])], v(&[("repeats", ints(&[2, 1, 2]))])),
+            (
+                "broadcast_to",
+                vec![f32(&[3, 1])],
+                v(&[("shape", ints(&[2, 3, 4]))]),
+            ),
+            (
+                "tile",
+                vec![f32(&[2, 3])],
+                v(&[("repeats", ints(&[2, 1, 2]))]),
+            ),
             (
                 "constant",
                 vec![],
@@ -1017,15 +1688,31 @@ mod never_panics {
     /// A change to a valid case: one extent, one integer inside an attribute, one dtype.
     #[derive(Clone, Debug)]
     enum Mutation {
-        Extent { operand: usize, dim: usize, value: i64 },
-        AttrInt { attr: usize, index: usize, value: i64 },
-        DType { operand: usize, dtype: DType },
+        Extent {
+            operand: usize,
+            dim: usize,
+            value: i64,
+        },
+        AttrInt {
+            attr: usize,
+            index: usize,
+            value: i64,
+        },
+        DType {
+            operand: usize,
+            dtype: DType,
+        },
     }
 
     fn mutation() -> impl Strategy<Value = Mutation> {
         prop_oneof![
-            (any::<usize>(), any::<usize>(), extent())
-                .prop_map(|(operand, dim, value)| Mutation::Extent { operand, dim, value }),
+            (any::<usize>(), any::<usize>(), extent()).prop_map(|(operand, dim, value)| {
+                Mutation::Extent {
+                    operand,
+                    dim,
+                    value,
+                }
+            }),
             (any::<usize>(), any::<usize>(), int())
                 .prop_map(|(attr, index, value)| Mutation::AttrInt { attr, index, value }),
             (any::<usize>(), prop::sample::select(DType::ALL.to_vec()))
@@ -1035,7 +1722,11 @@ mod never_panics {
 
     fn apply(operands: &mut [TensorType], a: &mut Attrs, m: &Mutation) {
         match *m {
-            Mutation::Extent { operand, dim, value } if !operands.is_empty() => {
+            Mutation::Extent {
+                operand,
+                dim,
+                value,
+            } if !operands.is_empty() => {
                 let t = &mut operands[operand % operands.len()];
                 if !t.shape.is_empty() {
                     let n = t.shape.len();

@@ -17,7 +17,10 @@ pub(super) struct Diag {
 
 impl Diag {
     pub fn new(pos: usize, message: impl Into<String>) -> Self {
-        Diag { pos, message: message.into() }
+        Diag {
+            pos,
+            message: message.into(),
+        }
     }
 }
 
@@ -78,7 +81,11 @@ pub(super) struct Lexer<'a> {
 
 impl<'a> Lexer<'a> {
     pub fn new(src: &'a str) -> Self {
-        Lexer { src, bytes: src.as_bytes(), pos: 0 }
+        Lexer {
+            src,
+            bytes: src.as_bytes(),
+            pos: 0,
+        }
     }
 
     fn peek_at(&self, i: usize) -> Option<u8> {
@@ -105,7 +112,11 @@ impl<'a> Lexer<'a> {
         self.skip_trivia();
         let start = self.pos;
         let Some(b) = self.peek_at(start) else {
-            return Ok(Token { kind: Kind::Eof, start, end: start });
+            return Ok(Token {
+                kind: Kind::Eof,
+                start,
+                end: start,
+            });
         };
         let single = |kind| (kind, 1);
         let (kind, len) = match b {
@@ -130,7 +141,10 @@ impl<'a> Lexer<'a> {
             b'@' => (Kind::FuncName, self.name_len(start, "function")?),
             b'"' => (Kind::Str, self.string_len(start)?),
             b if is_ident_start(b) => {
-                let n = self.bytes[start + 1..].iter().take_while(|&&b| is_name_byte(b)).count();
+                let n = self.bytes[start + 1..]
+                    .iter()
+                    .take_while(|&&b| is_name_byte(b))
+                    .count();
                 (Kind::Ident, n + 1)
             }
             _ => {
@@ -142,7 +156,11 @@ impl<'a> Lexer<'a> {
             }
         };
         self.pos = start + len;
-        Ok(Token { kind, start, end: self.pos })
+        Ok(Token {
+            kind,
+            start,
+            end: self.pos,
+        })
     }
 
     /// Length of a number-like token starting at `start` (which holds a digit or `-`).
@@ -165,10 +183,16 @@ impl<'a> Lexer<'a> {
         match self.peek_at(start + 1) {
             Some(b'"') => Ok(1 + self.string_len(start + 1)?),
             _ => {
-                let n = self.bytes[start + 1..].iter().take_while(|&&b| is_name_byte(b)).count();
+                let n = self.bytes[start + 1..]
+                    .iter()
+                    .take_while(|&&b| is_name_byte(b))
+                    .count();
                 if n == 0 {
                     let sigil = self.bytes[start] as char;
-                    return Err(Diag::new(start, format!("expected {what} name after '{sigil}'")));
+                    return Err(Diag::new(
+                        start,
+                        format!("expected {what} name after '{sigil}'"),
+                    ));
                 }
                 Ok(n + 1)
             }
@@ -195,14 +219,19 @@ impl<'a> Lexer<'a> {
             Some(b'"' | b'\\' | b'n' | b't' | b'r') => Ok(i + 2),
             Some(b'u') => {
                 let bad = || {
-                    Diag::new(i, "invalid unicode escape, expected '\\u{' 1 to 6 hex digits '}'")
+                    Diag::new(
+                        i,
+                        "invalid unicode escape, expected '\\u{' 1 to 6 hex digits '}'",
+                    )
                 };
                 if self.peek_at(i + 2) != Some(b'{') {
                     return Err(bad());
                 }
                 let digits_start = i + 3;
-                let n =
-                    self.bytes[digits_start..].iter().take_while(|b| b.is_ascii_hexdigit()).count();
+                let n = self.bytes[digits_start..]
+                    .iter()
+                    .take_while(|b| b.is_ascii_hexdigit())
+                    .count();
                 if n == 0 || n > 6 || self.peek_at(digits_start + n) != Some(b'}') {
                     return Err(bad());
                 }
@@ -218,7 +247,10 @@ impl<'a> Lexer<'a> {
             }
             Some(_) => {
                 let c = self.src[i + 1..].chars().next().unwrap_or('\u{fffd}');
-                Err(Diag::new(i, format!("unknown escape sequence '\\{}'", c.escape_debug())))
+                Err(Diag::new(
+                    i,
+                    format!("unknown escape sequence '\\{}'", c.escape_debug()),
+                ))
             }
         }
     }
@@ -245,7 +277,9 @@ pub(super) fn unescape(raw: &str) -> Cow<'_, str> {
                 let rest = chars.as_str();
                 // Validated by the lexer: `{hex}` follows.
                 let close = rest.find('}').unwrap_or(rest.len());
-                let code = rest.get(1..close).and_then(|h| u32::from_str_radix(h, 16).ok());
+                let code = rest
+                    .get(1..close)
+                    .and_then(|h| u32::from_str_radix(h, 16).ok());
                 out.push(code.and_then(char::from_u32).unwrap_or('\u{fffd}'));
                 chars = rest.get(close + 1..).unwrap_or("").chars();
             }

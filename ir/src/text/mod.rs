@@ -70,10 +70,17 @@ pub struct ParseError {
 
 /// Parses a module from its text; `file` names the source in error messages.
 pub fn parse_module(src: &str, file: &str) -> Result<Module, ParseError> {
-    parser::Parser::new(src).and_then(|mut p| p.module()).map_err(|d| {
-        let (line, col) = line_col(src, d.pos);
-        ParseError { file: file.to_string(), line, col, message: d.message }
-    })
+    parser::Parser::new(src)
+        .and_then(|mut p| p.module())
+        .map_err(|d| {
+            let (line, col) = line_col(src, d.pos);
+            ParseError {
+                file: file.to_string(),
+                line,
+                col,
+                message: d.message,
+            }
+        })
 }
 
 /// The canonical text of a module.
@@ -101,7 +108,11 @@ impl fmt::Display for Module {
 
 /// A guess at the printed size, to allocate the output once in the common case.
 fn estimated_len(m: &Module) -> usize {
-    64 + m.functions.values().map(|f| 128 + 100 * f.bindings.len()).sum::<usize>()
+    64 + m
+        .functions
+        .values()
+        .map(|f| 128 + 100 * f.bindings.len())
+        .sum::<usize>()
 }
 
 /// 1-based line and column (counted in characters) of byte offset `pos`.
@@ -110,6 +121,9 @@ fn line_col(src: &str, pos: usize) -> (usize, usize) {
     let line_start = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     let line = 1 + bytes.iter().filter(|&&b| b == b'\n').count();
     // Count characters, not bytes: skip UTF-8 continuation bytes.
-    let col = 1 + bytes[line_start..].iter().filter(|&&b| b & 0xC0 != 0x80).count();
+    let col = 1 + bytes[line_start..]
+        .iter()
+        .filter(|&&b| b & 0xC0 != 0x80)
+        .count();
     (line, col)
 }

@@ -35,7 +35,12 @@ impl<'a> Parser<'a> {
     pub fn new(src: &'a str) -> Result<Self, Diag> {
         let mut lex = Lexer::new(src);
         let tok = lex.next_token()?;
-        Ok(Parser { src, lex, tok, attr_depth: 0 })
+        Ok(Parser {
+            src,
+            lex,
+            tok,
+            attr_depth: 0,
+        })
     }
 
     // ---- token helpers ----
@@ -80,7 +85,10 @@ impl<'a> Parser<'a> {
     }
 
     fn expected(&self, what: &str) -> Diag {
-        Diag::new(self.tok.start, format!("expected {what}, found {}", self.found()))
+        Diag::new(
+            self.tok.start,
+            format!("expected {what}, found {}", self.found()),
+        )
     }
 
     fn expect(&mut self, kind: Kind, what: &str) -> Result<Token, Diag> {
@@ -273,7 +281,11 @@ impl<'a> Parser<'a> {
             self.comma_separated(&mut operands, |p| Ok(p.use_value(f, "operand")?.0))?;
         }
         self.expect(Kind::RParen, "',' or ')' after operand")?;
-        let attrs = if self.at(Kind::LBrace) { self.dict()? } else { Attrs::new() };
+        let attrs = if self.at(Kind::LBrace) {
+            self.dict()?
+        } else {
+            Attrs::new()
+        };
         self.expect(Kind::Colon, "':' and result types")?;
         let types_pos = self.tok.start;
         let types = self.types()?;
@@ -294,7 +306,12 @@ impl<'a> Parser<'a> {
             .zip(types)
             .map(|((name, pos), ty)| define(f, &name, ty, pos))
             .collect::<Result<_, _>>()?;
-        f.push(Binding { results, callee, operands, attrs });
+        f.push(Binding {
+            results,
+            callee,
+            operands,
+            attrs,
+        });
         Ok(())
     }
 
@@ -316,7 +333,10 @@ impl<'a> Parser<'a> {
         let t = self.tok;
         let name = self.name_of(t);
         let id = f.value_by_name(&name).ok_or_else(|| {
-            Diag::new(t.start, format!("use of undefined value '{}'", value_ref(&name)))
+            Diag::new(
+                t.start,
+                format!("use of undefined value '{}'", value_ref(&name)),
+            )
         })?;
         self.bump()?;
         Ok((id, t.start))
@@ -363,10 +383,16 @@ impl<'a> Parser<'a> {
                 )
             })?;
             if !dim.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(Diag::new(pos, format!("invalid dimension '{dim}' in tensor type")));
+                return Err(Diag::new(
+                    pos,
+                    format!("invalid dimension '{dim}' in tensor type"),
+                ));
             }
             let d = dim.parse::<i64>().map_err(|_| {
-                Diag::new(pos, format!("dimension '{dim}' out of range in tensor type"))
+                Diag::new(
+                    pos,
+                    format!("dimension '{dim}' out of range in tensor type"),
+                )
             })?;
             shape.push(d);
             rest = tail;

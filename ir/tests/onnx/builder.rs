@@ -29,7 +29,11 @@ pub struct Graph {
 
 impl Graph {
     pub fn new(opset: i64) -> Self {
-        Graph { opset, graph: GraphProto::new(), next_node: 0 }
+        Graph {
+            opset,
+            graph: GraphProto::new(),
+            next_node: 0,
+        }
     }
 
     /// A graph input with a static shape.
@@ -71,7 +75,9 @@ impl Graph {
         let n: i64 = dims.iter().product();
         let mut t = tensor(DataType::FLOAT, dims);
         t.name = name.to_string();
-        t.raw_data = (0..n).flat_map(|i| (i as f32 * 0.5).to_le_bytes()).collect();
+        t.raw_data = (0..n)
+            .flat_map(|i| (i as f32 * 0.5).to_le_bytes())
+            .collect();
         self.graph.initializer.push(t);
         self
     }
@@ -101,7 +107,9 @@ impl Graph {
     }
 
     pub fn output(&mut self, name: &str) -> &mut Self {
-        self.graph.output.push(value_info(name, DataType::FLOAT, None));
+        self.graph
+            .output
+            .push(value_info(name, DataType::FLOAT, None));
         self
     }
 
@@ -124,8 +132,10 @@ impl Graph {
     }
 
     pub fn import_with(&self, shapes: &[(&str, &[i64])]) -> Result<Module, ImportError> {
-        let shapes: Vec<(String, Vec<i64>)> =
-            shapes.iter().map(|(n, d)| (n.to_string(), d.to_vec())).collect();
+        let shapes: Vec<(String, Vec<i64>)> = shapes
+            .iter()
+            .map(|(n, d)| (n.to_string(), d.to_vec()))
+            .collect();
         import_bytes(&self.bytes(), "test.onnx", &shapes)
     }
 
@@ -230,7 +240,11 @@ pub fn main_fn(m: &Module) -> &Function {
 
 /// The op histogram as `(name, count)` pairs, for terse assertions.
 pub fn ops(m: &Module) -> Vec<(String, usize)> {
-    op_histogram(m).into_iter().collect::<BTreeMap<_, _>>().into_iter().collect()
+    op_histogram(m)
+        .into_iter()
+        .collect::<BTreeMap<_, _>>()
+        .into_iter()
+        .collect()
 }
 
 /// The op names of `@main`'s bindings, in order.

@@ -2,6 +2,6 @@
 //! errors.
 
 mod builder;
+mod errors;
 mod models;
 mod ops;
-mod errors;

@@ -8,7 +8,9 @@ use tgc_ir::text::{parse_module, print_module};
 use tgc_ir::Module;
 
 fn model(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../models")
+        .join(name)
 }
 
 fn import(name: &str) -> Module {
@@ -27,7 +29,10 @@ fn roundtrip(name: &str) -> Module {
     let m = import(name);
     let text = print_module(&m);
     let back = parse_module(&text, name).unwrap_or_else(|e| panic!("{e}"));
-    assert!(back.structurally_equal(&m), "{name}: printed module does not parse back equal");
+    assert!(
+        back.structurally_equal(&m),
+        "{name}: printed module does not parse back equal"
+    );
     m
 }
 
@@ -113,12 +118,18 @@ fn weights_are_parameters_and_the_input_comes_first() {
     // 54 weights given as graph inputs; the pads and squeeze axes fold into attributes.
     assert_eq!(f.params.len(), 55);
     let text = print_module(&m);
-    assert!(text.contains("%resnet50_1.conv1_relu_1.Relu"), "names keep the ONNX scopes");
+    assert!(
+        text.contains("%resnet50_1.conv1_relu_1.Relu"),
+        "names keep the ONNX scopes"
+    );
 }
 
 #[test]
 fn batch_can_be_given_with_a_shape() {
     let shapes = [("input".to_string(), vec![4, 224, 224, 3])];
     let m = import_file(&model("keras-resnet50.onnx"), &shapes).unwrap();
-    assert_eq!(main_fn(&m).result_types()[0].to_string(), "tensor<4x1000xf32>");
+    assert_eq!(
+        main_fn(&m).result_types()[0].to_string(),
+        "tensor<4x1000xf32>"
+    );
 }
