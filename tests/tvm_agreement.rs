@@ -11,6 +11,11 @@
 //! reduces to `maximum` then `minimum`; tgc imports Clip as Relax's single `clip` op. A tgc
 //! `clip` in a group therefore stands for TVM's `maximum, minimum` pair.
 //!
+//! The fixtures are checked in so that this runs without TVM; `live_tvm_agrees` runs the
+//! same comparison against TVM itself (the pinned venv, found through `$TGC_PYTHON` or
+//! `tvm/python/bootstrap.sh`), and also compares the imported op counts and output types
+//! with what TVM's `from_onnx` produces.
+//!
 //! The one expected difference is in distinct task counts: TVM's structural hash sees the
 //! operand order of commutative ops (`add(conv, x)` and `add(x, conv)` are two MetaSchedule
 //! tasks), tgc's exact key does not. The test checks that TVM's tasks, merged modulo that
@@ -118,20 +123,23 @@ fn tvm_tasks_modulo_operand_order(fixture: &Value) -> usize {
     set.len()
 }
 
+fn fixture(model: &str) -> Value {
+    let path = root()
+        .join("tests/fixtures/tvm")
+        .join(model.replace(".onnx", ".json"));
+    serde_json::from_str(&std::fs::read_to_string(path).expect("fixture exists"))
+        .expect("fixture is JSON")
+}
+
 fn check(model: &str) {
-    let fixture: Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            root()
-                .join("tests/fixtures/tvm")
-                .join(model.replace(".onnx", ".json")),
-        )
-        .expect("fixture exists"),
-    )
-    .expect("fixture is JSON");
+    check_against(model, &fixture(model));
+}
+
+fn check_against(model: &str, fixture: &Value) {
     let m = partitioned(model);
 
     let ours = our_groups(&m);
-    let theirs = tvm_groups(&fixture);
+    let theirs = tvm_groups(fixture);
     let only_ours: Vec<_> = ours
         .iter()
         .filter(|(k, n)| theirs.get(*k) != Some(n))
@@ -165,7 +173,7 @@ fn check(model: &str) {
     );
     assert_eq!(
         tasks.len(),
-        tvm_tasks_modulo_operand_order(&fixture),
+        tvm_tasks_modulo_operand_order(fixture),
         "{model}: distinct exact keys vs TVM's tasks merged modulo commutative operand order \
          (TVM has {tvm_tasks} tasks)"
     );
@@ -189,4 +197,222 @@ fn densenet121_agrees_with_tvm() {
 #[test]
 fn inceptionv3_agrees_with_tvm() {
     check("keras-inceptionv3.onnx");
+}
+
+/// The pinned TVM venv's python: `$TGC_PYTHON`, else what `tvm/python/bootstrap.sh` prints
+/// (it creates the venv on first use).
+fn tvm_python() -> PathBuf {
+    if let Ok(p) = std::env::var("TGC_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let out = std::process::Command::new("bash")
+        .arg(root().join("tvm/python/bootstrap.sh"))
+        .output()
+        .expect("bash runs");
+    assert!(
+        out.status.success(),
+        "bootstrap.sh failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    PathBuf::from(
+        stdout
+            .lines()
+            .last()
+            .expect("bootstrap.sh prints the venv python")
+            .trim(),
+    )
+}
+
+/// Our op histogram in TVM's terms, right after import. Two ops differ by design: TVM's
+/// frontend emits Pad as a `call_tir` of a `pad` PrimFunc, and Clip as two `isnan`, two
+/// `where`, a `maximum` and a `minimum` call_tir (the isnan/where pairs guard NaN bounds and
+/// fold away later); tgc imports them as `nn.pad` and `clip`.
+fn our_import_counts(m: &Module) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    let main = m.function("main").expect("main");
+    for op in main
+        .bindings
+        .iter()
+        .filter_map(|b| b.callee.op())
+        .map(|op| op.name())
+    {
+        let mut add = |k: &str, n: u64| *out.entry(k.to_string()).or_default() += n;
+        match op {
+            "constant" => {}
+            "nn.pad" => add("relax.call_tir", 1),
+            "clip" => {
+                add("relax.call_tir", 2);
+                add("relax.isnan", 2);
+                add("relax.where", 2);
+            }
+            other => add(&format!("relax.{other}"), 1),
+        }
+    }
+    out
+}
+
+#[test]
+fn live_tvm_agrees() {
+    let python = tvm_python();
+    let dir = std::env::temp_dir().join(format!("tgc-tvm-live-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    for model in [
+        "keras-resnet50.onnx",
+        "keras-mobilenetv2.onnx",
+        "keras-densenet121.onnx",
+        "keras-inceptionv3.onnx",
+    ] {
+        let out = dir.join(model.replace(".onnx", ".json"));
+        let status = std::process::Command::new(&python)
+            .args(["-m", "tgc_tvm_ref"])
+            .arg(root().join("models").join(model))
+            .arg("--json")
+            .arg(&out)
+            .env("PYTHONPATH", root().join("tvm/python"))
+            .status()
+            .expect("the TVM python runs");
+        assert!(status.success(), "{model}: TVM reference run failed");
+        let live: Value =
+            serde_json::from_str(&std::fs::read_to_string(&out).expect("output")).expect("JSON");
+
+        let path = root().join("models").join(model);
+        let imported = tgc_ir::onnx::import_file(&path, &[]).expect("model imports");
+        let theirs: BTreeMap<String, u64> = live["import"]["op_counts"]
+            .as_object()
+            .expect("op_counts")
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_u64().expect("count")))
+            .collect();
+        assert_eq!(
+            our_import_counts(&imported),
+            theirs,
+            "{model}: op counts after import"
+        );
+        let outputs: Vec<(Vec<i64>, String)> = live["import"]["outputs"]
+            .as_array()
+            .expect("outputs")
+            .iter()
+            .map(|o| {
+                let shape = o["shape"]
+                    .as_array()
+                    .expect("shape")
+                    .iter()
+                    .map(|d| d.as_i64().expect("dim"))
+                    .collect();
+                (shape, o["dtype"].as_str().expect("dtype").to_string())
+            })
+            .collect();
+        let main = imported.function("main").expect("main");
+        let ours: Vec<(Vec<i64>, String)> = main
+            .result_types()
+            .iter()
+            .map(|t| (t.shape.to_vec(), t.dtype.tvm_name().to_string()))
+            .collect();
+        assert_eq!(ours, outputs, "{model}: output types");
+
+        check_against(model, &live);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every call site of our partitioned main with its task's exact key, in order.
+fn our_call_sites(m: &Module) -> Vec<(String, tgc_canonicalize::TaskKey)> {
+    let main = m.function("main").expect("main");
+    main.bindings
+        .iter()
+        .map(|b| {
+            let Callee::Func(name) = &b.callee else {
+                panic!("unfused op left in main")
+            };
+            let f = m.function(name).expect("callee");
+            (name.clone(), tgc_canonicalize::TaskKeys::of(f).exact)
+        })
+        .collect()
+}
+
+/// TVM's call sites in order: (task name, structural hash, op sequence + sorted buffers).
+fn tvm_call_sites(fixture: &Value) -> Vec<(String, String, String)> {
+    let mut sites: Vec<(u64, (String, String, String))> = Vec::new();
+    for task in fixture["tasks"].as_array().expect("tasks") {
+        let mut buffers: Vec<String> = task["buffers"]
+            .as_array()
+            .expect("buffers")
+            .iter()
+            .map(|b| format!("{}{}", b["dtype"], b["shape"]))
+            .collect();
+        buffers.sort();
+        let signature = format!("{} {}", task["ops"], buffers.join(" "));
+        for g in task["groups"].as_array().expect("groups") {
+            for site in g["call_sites"].as_array().expect("call_sites") {
+                let entry = (
+                    task["task_name"].as_str().expect("name").to_string(),
+                    task["structural_hash"].as_str().expect("hash").to_string(),
+                    signature.clone(),
+                );
+                sites.push((site.as_u64().expect("site"), entry));
+            }
+        }
+    }
+    sites.sort_by_key(|(site, _)| *site);
+    sites.into_iter().map(|(_, e)| e).collect()
+}
+
+/// Equal exact keys imply equal TVM structural hashes, except where TVM's hash sees the
+/// operand order of a commutative op; returns the TVM task pairs split only by that.
+fn hash_splits(model: &str) -> Vec<(String, String)> {
+    let fixture = fixture(model);
+    let ours = our_call_sites(&partitioned(model));
+    let theirs = tvm_call_sites(&fixture);
+    assert_eq!(ours.len(), theirs.len(), "{model}: call sites");
+    let mut by_key: BTreeMap<tgc_canonicalize::TaskKey, BTreeMap<String, (String, String)>> =
+        BTreeMap::new();
+    for ((_, key), (name, hash, signature)) in ours.iter().zip(&theirs) {
+        by_key
+            .entry(*key)
+            .or_default()
+            .insert(hash.clone(), (name.clone(), signature.clone()));
+    }
+    let mut splits = Vec::new();
+    for tvm in by_key.values() {
+        let mut tasks: Vec<&(String, String)> = tvm.values().collect();
+        tasks.sort();
+        for t in &tasks[1..] {
+            assert_eq!(
+                t.1, tasks[0].1,
+                "{model}: one exact key covers TVM tasks {} and {} that differ beyond operand order",
+                tasks[0].0, t.0
+            );
+            splits.push((tasks[0].0.clone(), t.0.clone()));
+        }
+    }
+    splits
+}
+
+/// ResNet-50's first stage adds the shortcut as `add(conv, shortcut)` in block 1 and as
+/// `add(identity, conv)` in blocks 2 and 3: one tgc task, two TVM tasks.
+#[test]
+fn exact_keys_imply_tvm_hashes_resnet50() {
+    assert_eq!(
+        hash_splits("keras-resnet50.onnx"),
+        vec![(
+            "fused_conv2d3_add_relu2".to_string(),
+            "fused_conv2d3_add_relu21".to_string()
+        )]
+    );
+}
+
+#[test]
+fn exact_keys_imply_tvm_hashes_mobilenetv2() {
+    assert_eq!(hash_splits("keras-mobilenetv2.onnx"), vec![]);
+}
+
+#[test]
+fn exact_keys_imply_tvm_hashes_densenet121() {
+    assert_eq!(hash_splits("keras-densenet121.onnx"), vec![]);
+}
+
+#[test]
+fn exact_keys_imply_tvm_hashes_inceptionv3() {
+    assert_eq!(hash_splits("keras-inceptionv3.onnx"), vec![]);
 }

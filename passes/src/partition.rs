@@ -419,7 +419,9 @@ fn fuse_groups(f: &Function, max_depth: usize) -> Vec<Option<usize>> {
             // node that absorbed an anchor carries the anchor's pattern from then on.
             let group_pattern = fuser.groups.pattern[id];
             let root = fuser.groups.root(id);
-            let Some(sink) = dom_node.parent else { continue };
+            let Some(sink) = dom_node.parent else {
+                continue;
+            };
             if group_pattern == Opaque {
                 continue;
             }

@@ -518,9 +518,10 @@ def analyse(path: str, shapes: dict[str, list[int]], num_cores: int = 2) -> tupl
             continue
         group = groups[key]
         if "calls" not in group:
-            group.update(calls=0, first_call=position, task=None, param_sources=[])
+            group.update(calls=0, first_call=position, call_sites=[], task=None, param_sources=[])
             group_order.append(key)
         group["calls"] += 1
+        group["call_sites"].append(position)
         sources = [_arg_source(a, main_params, shapes) for a in args]
         group["param_sources"].append(sources)
         site = len(fused_order)
