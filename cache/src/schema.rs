@@ -1,0 +1,200 @@
+//! The cache's SQLite schema and its forward migrations.
+//!
+//! The schema version lives in `PRAGMA user_version`. [`MIGRATIONS`] lists the steps in
+//! order; step `i` takes a cache from version `i` to `i + 1`. Opening a cache applies the
+//! missing steps inside one `BEGIN IMMEDIATE` transaction, so two processes opening an old
+//! cache at once migrate it once, and a process killed mid-migration leaves the old version.
+//! A cache whose version is newer than [`SCHEMA_VERSION`] is refused: a binary never
+//! rewrites or downgrades a schema it does not know.
+//!
+//! Version 1 (tables, one idea each):
+//! - `settings(name, value)`: `best_k`, the number of records kept per (task, target,
+//!   toolchain).
+//! - `targets(id, kind, canonical_json)`: TVM target configs, keys sorted.
+//! - `toolchains(id, tvm_version, tvm_ffi_version)`.
+//! - `tasks(id, exact_key, structural_key, family_key, features_json, tvm_hash,
+//!   workload_json)`: a tgc task has its three `tgc1:` keys and features, and optionally its
+//!   TVM workload; a workload imported from a MetaSchedule database has no tgc keys, only
+//!   its TVM structural hash and workload JSON (at most one such row per hash). Both kinds
+//!   meet through `tvm_hash`.
+//! - `traces(id, digest, trace_json)`: canonical trace JSON, stored once per blake3 digest.
+//! - `records(id, task_id, target_id, toolchain_id, trace_id, args_info_json,
+//!   latencies_json, mean_latency, num_samples, model, task_name, trials, source,
+//!   created_at)`: one measured trace of a task on a target under a toolchain; at most one
+//!   per (task, target, toolchain, trace) and at most `best_k` per (task, target, toolchain).
+
+use crate::error::{CacheError, Result, SqliteContext};
+use rusqlite::{Connection, TransactionBehavior};
+use std::path::Path;
+
+/// One forward migration step.
+pub struct Migration {
+    /// What the step does, for humans.
+    pub description: &'static str,
+    /// The SQL it runs (several statements).
+    pub sql: &'static str,
+}
+
+/// Every migration, oldest first; `MIGRATIONS[i]` upgrades version `i` to `i + 1`.
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    description: "initial schema: settings, targets, toolchains, tasks, traces, records",
+    sql: r#"
+CREATE TABLE settings (
+    name  TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+INSERT INTO settings(name, value) VALUES ('best_k', '32');
+
+CREATE TABLE targets (
+    id             INTEGER PRIMARY KEY,
+    kind           TEXT NOT NULL,
+    canonical_json TEXT NOT NULL UNIQUE
+);
+
+CREATE TABLE toolchains (
+    id              INTEGER PRIMARY KEY,
+    tvm_version     TEXT NOT NULL,
+    tvm_ffi_version TEXT NOT NULL,
+    UNIQUE (tvm_version, tvm_ffi_version)
+);
+
+CREATE TABLE tasks (
+    id             INTEGER PRIMARY KEY,
+    exact_key      TEXT UNIQUE,
+    structural_key TEXT,
+    family_key     TEXT,
+    features_json  TEXT,
+    tvm_hash       TEXT,
+    workload_json  TEXT,
+    CHECK ((exact_key IS NULL) = (structural_key IS NULL)
+       AND (exact_key IS NULL) = (family_key IS NULL)
+       AND (exact_key IS NULL) = (features_json IS NULL)),
+    CHECK (exact_key IS NOT NULL OR (tvm_hash IS NOT NULL AND workload_json IS NOT NULL)),
+    CHECK (workload_json IS NULL OR tvm_hash IS NOT NULL)
+);
+CREATE INDEX tasks_by_structural ON tasks(structural_key) WHERE structural_key IS NOT NULL;
+CREATE INDEX tasks_by_family ON tasks(family_key) WHERE family_key IS NOT NULL;
+CREATE INDEX tasks_by_tvm_hash ON tasks(tvm_hash) WHERE tvm_hash IS NOT NULL;
+CREATE UNIQUE INDEX imported_workload_per_hash ON tasks(tvm_hash) WHERE exact_key IS NULL;
+
+CREATE TABLE traces (
+    id         INTEGER PRIMARY KEY,
+    digest     BLOB NOT NULL UNIQUE CHECK (length(digest) = 32),
+    trace_json TEXT NOT NULL
+);
+
+CREATE TABLE records (
+    id             INTEGER PRIMARY KEY,
+    task_id        INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+    target_id      INTEGER NOT NULL REFERENCES targets(id),
+    toolchain_id   INTEGER NOT NULL REFERENCES toolchains(id),
+    trace_id       INTEGER NOT NULL REFERENCES traces(id),
+    args_info_json TEXT,
+    latencies_json TEXT NOT NULL,
+    mean_latency   REAL NOT NULL CHECK (mean_latency > 0),
+    num_samples    INTEGER NOT NULL CHECK (num_samples > 0),
+    model          TEXT,
+    task_name      TEXT,
+    trials         INTEGER,
+    source         TEXT NOT NULL,
+    created_at     INTEGER NOT NULL,
+    UNIQUE (task_id, target_id, toolchain_id, trace_id)
+);
+-- Covering index of every lookup: best records of one (task, target, toolchain) in order.
+CREATE INDEX records_best ON records(task_id, target_id, toolchain_id, mean_latency, trace_id);
+CREATE INDEX records_by_trace ON records(trace_id);
+"#,
+}];
+
+/// The schema version this binary writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Reads `PRAGMA user_version`.
+pub fn user_version(conn: &Connection, path: &Path) -> Result<i64> {
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0)).at(path)
+}
+
+/// Brings the cache at `path` up to the version of `migrations` (normally [`MIGRATIONS`]).
+pub fn migrate(conn: &mut Connection, path: &Path, migrations: &[Migration]) -> Result<()> {
+    let supported = migrations.len() as i64;
+    let found = user_version(conn, path)?;
+    if found > supported {
+        return Err(CacheError::SchemaTooNew { path: path.to_path_buf(), found, supported });
+    }
+    if found == supported {
+        return Ok(());
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).at(path)?;
+    // Another process may have migrated while we waited for the write lock.
+    let found = tx.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).at(path)?;
+    if found > supported {
+        return Err(CacheError::SchemaTooNew { path: path.to_path_buf(), found, supported });
+    }
+    if found == 0 {
+        // Version 0 must be an empty file: never build our schema inside someone else's database.
+        let tables: i64 = tx
+            .query_row("SELECT count(*) FROM sqlite_schema WHERE type = 'table'", [], |r| r.get(0))
+            .at(path)?;
+        if tables > 0 {
+            return Err(CacheError::Foreign {
+                path: path.to_path_buf(),
+                detail: format!("an SQLite database with {tables} tables and no tgc schema version"),
+            });
+        }
+    }
+    for step in &migrations[found as usize..] {
+        tx.execute_batch(step.sql).at(path)?;
+    }
+    tx.pragma_update(None, "user_version", supported).at(path)?;
+    tx.commit().at(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(path: &Path) -> Connection {
+        Connection::open(path).unwrap()
+    }
+
+    #[test]
+    fn fresh_database_gets_the_current_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.sqlite");
+        let mut conn = open(&path);
+        migrate(&mut conn, &path, MIGRATIONS).unwrap();
+        assert_eq!(user_version(&conn, &path).unwrap(), SCHEMA_VERSION);
+        // Idempotent.
+        migrate(&mut conn, &path, MIGRATIONS).unwrap();
+    }
+
+    #[test]
+    fn a_later_step_upgrades_an_old_cache_and_keeps_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.sqlite");
+        let mut conn = open(&path);
+        migrate(&mut conn, &path, MIGRATIONS).unwrap();
+        conn.execute("INSERT INTO targets(kind, canonical_json) VALUES ('llvm', '{\"kind\":\"llvm\"}')", []).unwrap();
+        let v2 = [
+            Migration { description: MIGRATIONS[0].description, sql: MIGRATIONS[0].sql },
+            Migration { description: "add a note column", sql: "ALTER TABLE targets ADD COLUMN note TEXT;" },
+        ];
+        migrate(&mut conn, &path, &v2).unwrap();
+        assert_eq!(user_version(&conn, &path).unwrap(), 2);
+        let n: i64 = conn.query_row("SELECT count(*) FROM targets WHERE note IS NULL", [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 1);
+        // The old binary now refuses the newer cache.
+        let err = migrate(&mut conn, &path, MIGRATIONS).unwrap_err();
+        assert!(matches!(err, CacheError::SchemaTooNew { found: 2, supported: 1, .. }), "{err}");
+    }
+
+    #[test]
+    fn a_foreign_database_is_not_adopted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("other.sqlite");
+        let mut conn = open(&path);
+        conn.execute_batch("CREATE TABLE t(x)").unwrap();
+        let err = migrate(&mut conn, &path, MIGRATIONS).unwrap_err();
+        assert!(err.to_string().contains("not a tgc cache"), "{err}");
+    }
+}

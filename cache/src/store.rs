@@ -1,0 +1,543 @@
+//! The persistent store: opening a cache file, writing records, best-k pruning, statistics
+//! and garbage collection.
+//!
+//! Concurrency and crash safety come from SQLite: the file is in WAL mode, so readers never
+//! block the one writer; every write is one `BEGIN IMMEDIATE` transaction (the write lock is
+//! taken up front, so a writer never fails half-way on a lock upgrade) and waits for the
+//! lock up to the busy timeout. A process killed at any instant leaves either the whole
+//! transaction or none of it. `synchronous=NORMAL` keeps commits durable against process
+//! crashes; a power loss may forget the last commits but never corrupts the file.
+
+use crate::error::{CacheError, Result, SqliteContext};
+use crate::model::{canonical_json, features_to_json, latency_mean, NewRecord, TaskEntry, Target, Toolchain, Workload};
+use crate::retrieve::RankingConfig;
+use crate::schema;
+use rusqlite::config::DbConfig;
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Default number of records kept per (task, target, toolchain).
+pub const DEFAULT_BEST_K: usize = 32;
+
+/// Limits and policies of one cache handle.
+#[derive(Clone, Debug)]
+pub struct CacheConfig {
+    /// How long a writer waits for another process's write lock before failing.
+    pub busy_timeout: Duration,
+    /// How retrieval ranks neighbours.
+    pub ranking: RankingConfig,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig { busy_timeout: Duration::from_secs(60), ranking: RankingConfig::default() }
+    }
+}
+
+/// An open task cache.
+pub struct Cache {
+    pub(crate) conn: Connection,
+    pub(crate) path: PathBuf,
+    pub(crate) config: CacheConfig,
+}
+
+/// What one [`Cache::put`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PutSummary {
+    /// New records stored.
+    pub inserted: usize,
+    /// Traces already stored for this task, target and toolchain whose record was replaced
+    /// by a faster measurement.
+    pub improved: usize,
+    /// Traces already stored with an equal or faster measurement (nothing changed).
+    pub duplicates: usize,
+    /// Records not kept because they are not among the best k (new ones, or old ones pushed out).
+    pub pruned: usize,
+}
+
+/// Counts of a cache's contents.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stats {
+    pub path: PathBuf,
+    pub schema_version: i64,
+    pub best_k: usize,
+    /// Tasks with tgc keys.
+    pub tasks: u64,
+    /// Workloads imported from MetaSchedule databases (no tgc keys).
+    pub imported_workloads: u64,
+    /// Imported workloads whose TVM hash matches a tgc task's.
+    pub linked_workloads: u64,
+    pub traces: u64,
+    pub records: u64,
+    /// Per target: (kind, canonical JSON, records).
+    pub targets: Vec<(String, String, u64)>,
+    /// Per toolchain: records.
+    pub toolchains: Vec<(Toolchain, u64)>,
+    /// Bytes of the database file plus its WAL.
+    pub file_bytes: u64,
+}
+
+/// What [`Cache::gc`] removed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GcSummary {
+    pub records: usize,
+    pub traces: usize,
+    pub tasks: usize,
+    pub targets: usize,
+    pub toolchains: usize,
+    /// Bytes of file before and after.
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+}
+
+pub(crate) fn now_unix() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+fn file_bytes(path: &Path) -> u64 {
+    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    size(path) + size(Path::new(&wal))
+}
+
+impl Cache {
+    /// The default cache file: `$TGC_CACHE`, else `<user cache dir>/tgc/cache.sqlite`
+    /// (`$XDG_CACHE_HOME` or `~/.cache` on Linux).
+    pub fn default_path() -> Result<PathBuf> {
+        if let Some(p) = std::env::var_os("TGC_CACHE").filter(|p| !p.is_empty()) {
+            return Ok(PathBuf::from(p));
+        }
+        dirs::cache_dir().map(|d| d.join("tgc").join("cache.sqlite")).ok_or(CacheError::NoDefaultLocation)
+    }
+
+    /// Opens the cache at `path`, creating it (and its directory) if needed, and migrates it
+    /// to the current schema.
+    pub fn open(path: impl AsRef<Path>) -> Result<Cache> {
+        Cache::open_with(path, CacheConfig::default(), true)
+    }
+
+    /// Opens an existing cache; a missing file is an error instead of a new, empty cache.
+    pub fn open_existing(path: impl AsRef<Path>) -> Result<Cache> {
+        Cache::open_with(path, CacheConfig::default(), false)
+    }
+
+    /// Opens with explicit configuration; `create` says whether a missing file is created.
+    pub fn open_with(path: impl AsRef<Path>, config: CacheConfig, create: bool) -> Result<Cache> {
+        let path = path.as_ref().to_path_buf();
+        match std::fs::metadata(&path) {
+            Ok(m) if m.is_dir() => {
+                return Err(CacheError::io(&path, std::io::Error::other("is a directory, not a cache file")))
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if !create {
+                    return Err(CacheError::Missing { path });
+                }
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir).map_err(|e| CacheError::io(dir, e))?;
+                }
+            }
+            Err(e) => return Err(CacheError::io(&path, e)),
+        }
+        let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        if create {
+            flags |= OpenFlags::SQLITE_OPEN_CREATE;
+        }
+        let mut conn = Connection::open_with_flags(&path, flags).at(&path)?;
+        conn.busy_timeout(config.busy_timeout).at(&path)?;
+        // Cache files are data from elsewhere: refuse schema tricks (no functions with side
+        // effects in views or triggers, no writable sqlite_schema).
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true).at(&path)?;
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_TRUSTED_SCHEMA, false).at(&path)?;
+        // Reading the header first turns a garbage file into NotADatabase right here.
+        schema::user_version(&conn, &path)?;
+        enable_wal(&conn, &path, config.busy_timeout)?;
+        conn.pragma_update(None, "synchronous", "NORMAL").at(&path)?;
+        conn.pragma_update(None, "foreign_keys", true).at(&path)?;
+        schema::migrate(&mut conn, &path, schema::MIGRATIONS)?;
+        Ok(Cache { conn, path, config })
+    }
+
+    /// The cache file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn config(&self) -> &CacheConfig {
+        &self.config
+    }
+
+    /// The number of records kept per (task, target, toolchain).
+    pub fn best_k(&self) -> Result<usize> {
+        read_best_k(&self.conn, &self.path)
+    }
+
+    /// Sets k and prunes every group to it; returns the number of records removed.
+    pub fn set_best_k(&mut self, k: usize) -> Result<usize> {
+        if k == 0 {
+            return Err(CacheError::invalid("best k", "must be at least 1"));
+        }
+        let path = self.path.clone();
+        let tx = self.write_tx()?;
+        tx.execute("UPDATE settings SET value = ?1 WHERE name = 'best_k'", [k.to_string()]).at(&path)?;
+        let pruned = prune_all(&tx, &path, k)?;
+        delete_orphan_traces(&tx, &path)?;
+        tx.commit().at(&path)?;
+        Ok(pruned)
+    }
+
+    /// Stores measured records of a task on a target under a toolchain, in one transaction:
+    /// registers the task (or fills in its workload), dedupes traces by digest, keeps the
+    /// faster measurement of a trace seen before, and prunes the group to the best k.
+    pub fn put(&mut self, task: &TaskEntry, target: &Target, toolchain: &Toolchain, records: &[NewRecord]) -> Result<PutSummary> {
+        let path = self.path.clone();
+        let tx = self.write_tx()?;
+        let mut w = Writer::new(&tx, &path)?;
+        let task_id = w.tgc_task(task)?;
+        let target_id = w.target(target)?;
+        let toolchain_id = w.toolchain(toolchain)?;
+        let mut summary = PutSummary::default();
+        for r in records {
+            w.record(Group { task_id, target_id, toolchain_id }, r, &mut summary)?;
+        }
+        tx.commit().at(&path)?;
+        Ok(summary)
+    }
+
+    /// Counts of the cache's contents.
+    pub fn stats(&self) -> Result<Stats> {
+        let p = &self.path;
+        let count = |sql: &str| -> Result<u64> { self.conn.query_row(sql, [], |r| r.get::<_, i64>(0)).at(p).map(|n| n as u64) };
+        let mut targets = Vec::new();
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT t.kind, t.canonical_json, (SELECT count(*) FROM records r WHERE r.target_id = t.id)
+                 FROM targets t ORDER BY t.kind, t.canonical_json",
+            )
+            .at(p)?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as u64))).at(p)?;
+        for row in rows {
+            targets.push(row.at(p)?);
+        }
+        let mut toolchains = Vec::new();
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT c.tvm_version, c.tvm_ffi_version, (SELECT count(*) FROM records r WHERE r.toolchain_id = c.id)
+                 FROM toolchains c ORDER BY c.tvm_version, c.tvm_ffi_version",
+            )
+            .at(p)?;
+        let rows = stmt.query_map([], |r| Ok((Toolchain::new(r.get::<_, String>(0)?, r.get::<_, String>(1)?), r.get::<_, i64>(2)? as u64))).at(p)?;
+        for row in rows {
+            toolchains.push(row.at(p)?);
+        }
+        Ok(Stats {
+            path: p.clone(),
+            schema_version: schema::user_version(&self.conn, p)?,
+            best_k: self.best_k()?,
+            tasks: count("SELECT count(*) FROM tasks WHERE exact_key IS NOT NULL")?,
+            imported_workloads: count("SELECT count(*) FROM tasks WHERE exact_key IS NULL")?,
+            linked_workloads: count(
+                "SELECT count(*) FROM tasks i WHERE i.exact_key IS NULL AND EXISTS
+                   (SELECT 1 FROM tasks t WHERE t.tvm_hash = i.tvm_hash AND t.exact_key IS NOT NULL)",
+            )?,
+            traces: count("SELECT count(*) FROM traces")?,
+            records: count("SELECT count(*) FROM records")?,
+            targets,
+            toolchains,
+            file_bytes: file_bytes(p),
+        })
+    }
+
+    /// Prunes every group to the best k and deletes what no record uses any more (traces,
+    /// tasks, targets, toolchains); then checkpoints the WAL into the main file and, with
+    /// `vacuum`, rewrites the file to return free pages to the file system.
+    pub fn gc(&mut self, vacuum: bool) -> Result<GcSummary> {
+        let path = self.path.clone();
+        let mut s = GcSummary { bytes_before: file_bytes(&path), ..GcSummary::default() };
+        let tx = self.write_tx()?;
+        let k = read_best_k(&tx, &path)?;
+        s.records = prune_all(&tx, &path, k)?;
+        s.traces = delete_orphan_traces(&tx, &path)?;
+        s.tasks = tx.execute("DELETE FROM tasks WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.task_id = tasks.id)", []).at(&path)?;
+        s.targets = tx
+            .execute("DELETE FROM targets WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.target_id = targets.id)", [])
+            .at(&path)?;
+        s.toolchains = tx
+            .execute("DELETE FROM toolchains WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.toolchain_id = toolchains.id)", [])
+            .at(&path)?;
+        tx.commit().at(&path)?;
+        if vacuum {
+            self.conn.execute_batch("VACUUM").at(&path)?;
+        }
+        // Best effort: readers of other processes may hold the WAL; then it shrinks later.
+        let _ = self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        s.bytes_after = file_bytes(&path);
+        Ok(s)
+    }
+
+    /// A write transaction that holds the write lock from its start.
+    pub(crate) fn write_tx(&mut self) -> Result<Transaction<'_>> {
+        self.conn.transaction_with_behavior(TransactionBehavior::Immediate).at(&self.path)
+    }
+}
+
+/// Switches to WAL. A fresh file opened by several processes at once can see SQLITE_BUSY
+/// here without the busy handler being consulted, so retry until the busy timeout.
+fn enable_wal(conn: &Connection, path: &Path, timeout: Duration) -> Result<()> {
+    let start = Instant::now();
+    loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)) {
+            Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
+            Ok(mode) => return Err(CacheError::NoWal { path: path.to_path_buf(), mode }),
+            Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) && start.elapsed() < timeout => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(CacheError::sqlite(path, e)),
+        }
+    }
+}
+
+pub(crate) fn read_best_k(conn: &Connection, path: &Path) -> Result<usize> {
+    let v: Option<String> =
+        conn.query_row("SELECT value FROM settings WHERE name = 'best_k'", [], |r| r.get(0)).optional().at(path)?;
+    v.as_deref()
+        .and_then(|s| s.parse::<usize>().ok())
+        .filter(|&k| k > 0)
+        .ok_or_else(|| CacheError::Corrupt { path: path.to_path_buf(), detail: format!("settings.best_k is {v:?}") })
+}
+
+fn prune_all(tx: &Transaction, path: &Path, k: usize) -> Result<usize> {
+    tx.execute(
+        "DELETE FROM records WHERE id IN (
+           SELECT id FROM (
+             SELECT id, row_number() OVER (PARTITION BY task_id, target_id, toolchain_id ORDER BY mean_latency, id) AS rn
+             FROM records)
+           WHERE rn > ?1)",
+        [k as i64],
+    )
+    .at(path)
+}
+
+fn delete_orphan_traces(tx: &Transaction, path: &Path) -> Result<usize> {
+    tx.execute("DELETE FROM traces WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.trace_id = traces.id)", []).at(path)
+}
+
+/// The records of one task on one target under one toolchain: the unit of best-k.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Group {
+    pub task_id: i64,
+    pub target_id: i64,
+    pub toolchain_id: i64,
+}
+
+/// Write helpers inside one transaction (shared by `put` and MetaSchedule import).
+pub(crate) struct Writer<'a> {
+    tx: &'a Transaction<'a>,
+    path: &'a Path,
+    best_k: usize,
+    now: i64,
+}
+
+impl<'a> Writer<'a> {
+    pub(crate) fn new(tx: &'a Transaction<'a>, path: &'a Path) -> Result<Writer<'a>> {
+        Ok(Writer { tx, path, best_k: read_best_k(tx, path)?, now: now_unix() })
+    }
+
+    pub(crate) fn target(&mut self, t: &Target) -> Result<i64> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO targets(kind, canonical_json) VALUES (?1, ?2)
+                 ON CONFLICT(canonical_json) DO UPDATE SET kind = excluded.kind RETURNING id",
+            )
+            .and_then(|mut s| s.query_row(params![t.kind(), t.canonical_json()], |r| r.get(0)))
+            .at(self.path)
+    }
+
+    pub(crate) fn toolchain(&mut self, t: &Toolchain) -> Result<i64> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO toolchains(tvm_version, tvm_ffi_version) VALUES (?1, ?2)
+                 ON CONFLICT(tvm_version, tvm_ffi_version) DO UPDATE SET tvm_version = excluded.tvm_version RETURNING id",
+            )
+            .and_then(|mut s| s.query_row(params![t.tvm, t.tvm_ffi], |r| r.get(0)))
+            .at(self.path)
+    }
+
+    /// Registers a tgc task; a later call with a workload fills in the workload.
+    pub(crate) fn tgc_task(&mut self, t: &TaskEntry) -> Result<i64> {
+        let (hash, wl) = match &t.workload {
+            Some(w) => (Some(w.tvm_hash.to_string()), Some(w.json.as_str())),
+            None => (None, None),
+        };
+        self.tx
+            .prepare_cached(
+                "INSERT INTO tasks(exact_key, structural_key, family_key, features_json, tvm_hash, workload_json)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT(exact_key) DO UPDATE SET
+                   tvm_hash = coalesce(excluded.tvm_hash, tvm_hash),
+                   workload_json = coalesce(excluded.workload_json, workload_json)
+                 RETURNING id",
+            )
+            .and_then(|mut s| {
+                s.query_row(
+                    params![
+                        t.keys.exact.to_string(),
+                        t.keys.structural.to_string(),
+                        t.keys.family.to_string(),
+                        features_to_json(&t.features),
+                        hash,
+                        wl
+                    ],
+                    |r| r.get(0),
+                )
+            })
+            .at(self.path)
+    }
+
+    /// Registers a workload imported from a MetaSchedule database (keyed by its TVM hash).
+    pub(crate) fn imported_workload(&mut self, w: &Workload) -> Result<i64> {
+        let hash = w.tvm_hash.to_string();
+        let existing: Option<i64> = self
+            .tx
+            .prepare_cached("SELECT id FROM tasks WHERE tvm_hash = ?1 AND exact_key IS NULL")
+            .and_then(|mut s| s.query_row([&hash], |r| r.get(0)).optional())
+            .at(self.path)?;
+        if let Some(id) = existing {
+            return Ok(id);
+        }
+        self.tx
+            .prepare_cached("INSERT INTO tasks(tvm_hash, workload_json) VALUES (?1, ?2) RETURNING id")
+            .and_then(|mut s| s.query_row(params![hash, w.json], |r| r.get(0)))
+            .at(self.path)
+    }
+
+    /// Stores one record in `g`, keeping the group at the best k.
+    pub(crate) fn record(&mut self, g: Group, r: &NewRecord, summary: &mut PutSummary) -> Result<()> {
+        let mean = latency_mean(&r.latencies)?;
+        let path = self.path;
+        let digest = r.trace.digest();
+        let latencies = serde_json::to_string(&r.latencies).map_err(|e| CacheError::invalid("latencies", e.to_string()))?;
+        let args_info = r.args_info.as_ref().map(canonical_json);
+        let p = &r.provenance;
+        let source = if p.source.is_empty() { "tune" } else { p.source.as_str() };
+        let created_at = p.created_at.unwrap_or(self.now);
+        let n = r.latencies.len() as i64;
+
+        let trace_id: Option<i64> = self
+            .tx
+            .prepare_cached("SELECT id FROM traces WHERE digest = ?1")
+            .and_then(|mut s| s.query_row([&digest.0[..]], |r| r.get(0)).optional())
+            .at(path)?;
+        if let Some(trace_id) = trace_id {
+            let existing: Option<(i64, f64)> = self
+                .tx
+                .prepare_cached(
+                    "SELECT id, mean_latency FROM records
+                     WHERE task_id = ?1 AND target_id = ?2 AND toolchain_id = ?3 AND trace_id = ?4",
+                )
+                .and_then(|mut s| {
+                    s.query_row(params![g.task_id, g.target_id, g.toolchain_id, trace_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                        .optional()
+                })
+                .at(path)?;
+            if let Some((id, old_mean)) = existing {
+                // The same trace measured again: the record keeps its best measurement.
+                if mean < old_mean {
+                    self.tx
+                        .prepare_cached(
+                            "UPDATE records SET latencies_json = ?2, mean_latency = ?3, num_samples = ?4,
+                               args_info_json = coalesce(?5, args_info_json), model = ?6, task_name = ?7,
+                               trials = ?8, source = ?9, created_at = ?10
+                             WHERE id = ?1",
+                        )
+                        .and_then(|mut s| {
+                            s.execute(params![id, latencies, mean, n, args_info, p.model, p.task_name, p.trials, source, created_at])
+                        })
+                        .at(path)?;
+                    summary.improved += 1;
+                } else {
+                    summary.duplicates += 1;
+                }
+                return Ok(());
+            }
+        }
+        // A full group keeps a newcomer only if it beats the current worst.
+        let (count, worst): (i64, Option<f64>) = self
+            .tx
+            .prepare_cached(
+                "SELECT count(*), max(mean_latency) FROM records WHERE task_id = ?1 AND target_id = ?2 AND toolchain_id = ?3",
+            )
+            .and_then(|mut s| s.query_row(params![g.task_id, g.target_id, g.toolchain_id], |r| Ok((r.get(0)?, r.get(1)?))))
+            .at(path)?;
+        if count as usize >= self.best_k && worst.is_some_and(|w| mean >= w) {
+            summary.pruned += 1;
+            return Ok(());
+        }
+        let trace_id = match trace_id {
+            Some(id) => id,
+            None => self
+                .tx
+                .prepare_cached("INSERT INTO traces(digest, trace_json) VALUES (?1, ?2) RETURNING id")
+                .and_then(|mut s| s.query_row(params![&digest.0[..], r.trace.json()], |r| r.get(0)))
+                .at(path)?,
+        };
+        self.tx
+            .prepare_cached(
+                "INSERT INTO records(task_id, target_id, toolchain_id, trace_id, args_info_json, latencies_json,
+                   mean_latency, num_samples, model, task_name, trials, source, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    g.task_id,
+                    g.target_id,
+                    g.toolchain_id,
+                    trace_id,
+                    args_info,
+                    latencies,
+                    mean,
+                    n,
+                    p.model,
+                    p.task_name,
+                    p.trials,
+                    source,
+                    created_at
+                ])
+            })
+            .at(path)?;
+        summary.inserted += 1;
+        if count as usize >= self.best_k {
+            summary.pruned += self.prune_group(g)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes the records of `g` beyond the best k, and their traces if now unused.
+    fn prune_group(&mut self, g: Group) -> Result<usize> {
+        let path = self.path;
+        let trace_ids: Vec<i64> = self
+            .tx
+            .prepare_cached(
+                "DELETE FROM records WHERE task_id = ?1 AND target_id = ?2 AND toolchain_id = ?3 AND id NOT IN (
+                   SELECT id FROM records WHERE task_id = ?1 AND target_id = ?2 AND toolchain_id = ?3
+                   ORDER BY mean_latency, id LIMIT ?4)
+                 RETURNING trace_id",
+            )
+            .and_then(|mut s| {
+                s.query_map(params![g.task_id, g.target_id, g.toolchain_id, self.best_k as i64], |r| r.get(0))?
+                    .collect::<rusqlite::Result<Vec<i64>>>()
+            })
+            .at(path)?;
+        for id in &trace_ids {
+            self.tx
+                .prepare_cached("DELETE FROM traces WHERE id = ?1 AND NOT EXISTS (SELECT 1 FROM records WHERE trace_id = ?1)")
+                .and_then(|mut s| s.execute([id]))
+                .at(path)?;
+        }
+        Ok(trace_ids.len())
+    }
+}
