@@ -6,16 +6,21 @@
 //! losslessly; the [`verify`] module checks well-formedness.
 
 pub mod attr;
+pub mod builder;
 pub mod dtype;
+pub mod error;
 pub mod module;
 #[cfg(feature = "onnx")]
 pub mod onnx;
 pub mod ops;
 pub mod text;
 pub mod ty;
+pub mod verify;
 
 pub use attr::{Attr, AttrKind, Attrs};
 pub use dtype::DType;
+pub use error::IrError;
 pub use module::{Binding, BuildError, Callee, Function, Module, ValueData, ValueId};
 pub use ops::{Op, OpDef, OpPattern};
 pub use ty::{Shape, TensorType};
+pub use verify::{verify_function, verify_module, VerifyError};

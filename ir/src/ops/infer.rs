@@ -38,24 +38,30 @@ impl<'a> InferCtx<'a> {
 
     /// The attribute, or its schema default.
     pub fn attr(&self, name: &str) -> Option<Attr> {
-        self.attrs
-            .get(name)
+        find_attr(self.attrs, name)
             .cloned()
             .or_else(|| self.def.attr_spec(name).and_then(|s| s.default.value()))
     }
 
     /// The attribute converted by `conv`; `Ok(None)` when it is absent and has no default.
+    /// Reads a given attribute in place: inference runs once per binding in the verifier.
     fn typed<T>(
         &self,
         name: &str,
         what: &str,
-        conv: impl FnOnce(&Attr) -> Option<T>,
+        conv: impl Fn(&Attr) -> Option<T>,
     ) -> Result<Option<T>, String> {
-        match self.attr(name) {
-            None => Ok(None),
-            Some(a) => conv(&a)
+        let check = |a: &Attr| {
+            conv(a)
                 .map(Some)
-                .ok_or_else(|| format!("attribute '{name}' must be {what}, got {}", kind_of(&a))),
+                .ok_or_else(|| format!("attribute '{name}' must be {what}, got {}", kind_of(a)))
+        };
+        match find_attr(self.attrs, name) {
+            Some(a) => check(a),
+            None => match self.def.attr_spec(name).and_then(|s| s.default.value()) {
+                Some(a) => check(&a),
+                None => Ok(None),
+            },
         }
     }
 
@@ -163,6 +169,12 @@ impl<'a> InferCtx<'a> {
         }
         Ok(p)
     }
+}
+
+/// Looks an attribute up by a linear scan: attribute dictionaries hold a handful of entries,
+/// for which comparing names is cheaper than hashing one.
+pub(crate) fn find_attr<'a>(attrs: &'a Attrs, name: &str) -> Option<&'a Attr> {
+    attrs.iter().find_map(|(k, v)| (k == name).then_some(v))
 }
 
 /// Numpy-style broadcast of two shapes.

@@ -10,6 +10,7 @@ mod tensor;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use infer::find_attr;
 pub use infer::InferCtx;
 
 use crate::attr::{Attr, AttrKind, Attrs};
@@ -128,7 +129,8 @@ pub struct OpDef {
     pub inputs: Arity,
     pub attrs: &'static [AttrSpec],
     pub pattern: OpPattern,
-    /// Operand order does not matter (`add`, `multiply`, `maximum`, `minimum`).
+    /// Operand order does not matter (`add`, `multiply`, `maximum`, `minimum`, `equal`,
+    /// `not_equal`).
     pub commutative: bool,
     pub infer: InferFn,
 }
