@@ -129,9 +129,13 @@ impl Graph {
         import_bytes(&self.bytes(), "test.onnx", &shapes)
     }
 
-    /// Imports, panicking with the error's message on failure.
+    /// Imports and verifies, panicking with the error's message on failure.
     pub fn ok(&self) -> Module {
-        self.import().unwrap_or_else(|e| panic!("{e}"))
+        let m = self.import().unwrap_or_else(|e| panic!("{e}"));
+        if let Err(e) = tgc_ir::verify_module(&m) {
+            panic!("imported module does not verify: {e}\n{}", tgc_ir::text::print_module(&m));
+        }
+        m
     }
 
     /// Imports and returns the error's message, panicking if the import succeeds.

@@ -195,5 +195,8 @@ fn malformed_initializers() {
     m.graph.as_mut().unwrap().output.push(out);
     use onnx_protobuf::Message;
     let e = import_bytes(&m.write_to_bytes().unwrap(), "m.onnx", &[]).unwrap_err().to_string();
-    assert_eq!(e, "m.onnx: initializer 'shape': tensor data has 1 elements, its shape says 2");
+    assert_eq!(
+        e,
+        "m.onnx: node #0 (Reshape): constant 'shape': tensor data has 1 elements, its shape says 2"
+    );
 }
