@@ -115,8 +115,17 @@ impl Graph {
         m
     }
 
+    /// The serialized model. With `TGC_ONNX_SEEDS=DIR` set, each graph is also written to
+    /// `DIR`, which seeds the `import_onnx` fuzz target with small valid models.
     pub fn bytes(&self) -> Vec<u8> {
-        self.model().write_to_bytes().expect("serializes")
+        let bytes = self.model().write_to_bytes().expect("serializes");
+        if let Some(dir) = std::env::var_os("TGC_ONNX_SEEDS") {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            std::hash::Hash::hash(&bytes, &mut h);
+            let name = format!("{:016x}.onnx", std::hash::Hasher::finish(&h));
+            std::fs::write(std::path::Path::new(&dir).join(name), &bytes).expect("writes seed");
+        }
+        bytes
     }
 
     pub fn import(&self) -> Result<Module, ImportError> {
