@@ -665,8 +665,7 @@ fn softmax<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>, op: &str) -> PResult<V
     }
     let shape = cx.shape(&x);
     let rank = shape.len();
-    let raw = n.attr_int("axis", 1)?;
-    let axis = if raw == rank as i64 { rank } else { norm_axis(raw, rank)? };
+    let axis = norm_axis(n.attr_int("axis", 1)?, rank)?;
     let flat = [product(&shape[..axis])?, product(&shape[axis..])?];
     if shape == flat {
         return cx.out1(op, &[x], attrs([("axis", Attr::Int(-1))]));

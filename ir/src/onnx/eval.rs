@@ -682,15 +682,15 @@ fn reduce(op: &str, t: &Tensor, attrs: &Attrs) -> PResult<Option<Tensor>> {
     }
     let mut out_shape = Vec::new();
     let mut kept_shape = Vec::new();
-    for k in 0..rank {
-        if reduced[k] {
+    for (&r, &d) in reduced.iter().zip(&t.shape) {
+        if r {
             if keepdims {
                 out_shape.push(1);
             }
             kept_shape.push(1);
         } else {
-            out_shape.push(t.shape[k]);
-            kept_shape.push(t.shape[k]);
+            out_shape.push(d);
+            kept_shape.push(d);
         }
     }
     let n_out = num_elements(&kept_shape)?;
@@ -718,7 +718,7 @@ fn reduce(op: &str, t: &Tensor, attrs: &Attrs) -> PResult<Option<Tensor>> {
             idx[k] = 0;
         }
     }
-    let count = if n_out == 0 { 0 } else { n_in / n_out };
+    let count = n_in.checked_div(n_out).unwrap_or(0);
     let data = match &t.data {
         Data::Float(v) => {
             let init = match op {

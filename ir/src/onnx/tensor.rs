@@ -107,21 +107,30 @@ pub(crate) const MAX_RANK: usize = 32;
 pub(crate) const MAX_DIM: i64 = 1 << 31;
 
 /// Number of elements of a shape, failing on a rank above [`MAX_RANK`], negative extents,
-/// extents above [`MAX_DIM`] and overflow.
+/// extents above [`MAX_DIM`], and a product of the non-zero extents above `i64::MAX`: bounding
+/// that product (not just the element count, which a 0 extent makes 0) keeps every stride and
+/// partial product of an accepted shape from overflowing.
 pub(crate) fn num_elements(shape: &[i64]) -> PResult<usize> {
     if shape.len() > MAX_RANK {
         bail!("rank {} is above the supported maximum of {MAX_RANK}", shape.len());
     }
-    let mut n: usize = 1;
+    let mut nonzero: i64 = 1;
+    let mut empty = false;
     for &d in shape {
+        if d < 0 {
+            bail!("negative dimension {d} in shape {shape:?}");
+        }
         if d > MAX_DIM {
             bail!("dimension {d} in shape {shape:?} is above the supported maximum of {MAX_DIM}");
         }
-        let Ok(d) = usize::try_from(d) else { bail!("negative dimension {d} in shape {shape:?}") };
-        let Some(m) = n.checked_mul(d) else { bail!("shape {shape:?} has too many elements") };
-        n = m;
+        if d == 0 {
+            empty = true;
+            continue;
+        }
+        let Some(m) = nonzero.checked_mul(d) else { bail!("shape {shape:?} has too many elements") };
+        nonzero = m;
     }
-    Ok(n)
+    Ok(if empty { 0 } else { nonzero as usize })
 }
 
 /// Rounds a value to what `dtype` can hold: floats to their precision, integers wrap to their
@@ -348,6 +357,9 @@ mod tests {
         assert!(decode(&t, 16).is_err());
         assert!(decode(&proto(DataType::FLOAT, &[-1]), 16).is_err());
         assert!(decode(&proto(DataType::FLOAT, &[i64::MAX, i64::MAX]), 16).is_err());
+        // A zero extent does not hide an overflowing product of the others.
+        assert!(num_elements(&[0, 1 << 31, 1 << 31, 1 << 31]).is_err());
+        assert_eq!(num_elements(&[0, 1 << 31, 1 << 31]).unwrap(), 0);
         assert!(decode(&proto(DataType::FLOAT, &[100]), 16).is_err());
         assert!(decode(&proto(DataType::STRING, &[1]), 16).is_err());
         let mut t = proto(DataType::FLOAT, &[1]);

@@ -8,8 +8,7 @@ use onnx_protobuf::{
     AttributeProto, GraphProto, Message, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
     TensorShapeProto, TypeProto, ValueInfoProto,
 };
-use std::collections::BTreeMap;
-use tgc_ir::onnx::{import_bytes, op_histogram, ImportError};
+use tgc_ir::onnx::{import_bytes, ImportError};
 use tgc_ir::{Function, Module};
 
 pub use DataType::{FLOAT as F32, INT64 as I64};
@@ -239,11 +238,6 @@ pub fn i64_tensor(dims: &[i64], v: &[i64]) -> TensorProto {
 /// The function `@main` of a module.
 pub fn main_fn(m: &Module) -> &Function {
     m.function("main").expect("@main")
-}
-
-/// The op histogram as `(name, count)` pairs, for terse assertions.
-pub fn ops(m: &Module) -> Vec<(String, usize)> {
-    op_histogram(m).into_iter().collect::<BTreeMap<_, _>>().into_iter().collect()
 }
 
 /// The op names of `@main`'s bindings, in order.
