@@ -933,7 +933,7 @@ fn slice<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>>
             check_len(&a, k, "axes")?;
             norm_axes(&a, shape.len())?
         }
-        None => (0..k as i64).collect(),
+        None => norm_axes(&(0..k as i64).collect::<Vec<_>>(), shape.len())?,
     };
     let steps = steps.unwrap_or_else(|| vec![1; k]);
     check_len(&steps, k, "steps")?;

@@ -5,3 +5,4 @@ mod builder;
 mod models;
 mod ops;
 mod errors;
+mod regressions;
