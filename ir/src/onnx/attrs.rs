@@ -50,7 +50,11 @@ impl<'m> NodeAttrs<'m> {
         let Some(a) = self.get(name) else { return Ok(None) };
         let got = Self::kind(a);
         if got != want {
-            bail!("attribute '{name}' must be {}, the model gives {}", kind_name(want), kind_name(got));
+            bail!(
+                "attribute '{name}' must be {}, the model gives {}",
+                kind_name(want),
+                kind_name(got)
+            );
         }
         Ok(Some(a))
     }
@@ -76,7 +80,9 @@ impl<'m> NodeAttrs<'m> {
     }
 
     pub fn floats(&self, name: &str) -> PResult<Option<Vec<f64>>> {
-        Ok(self.expect(name, AttributeType::FLOATS)?.map(|a| a.floats.iter().map(|f| *f as f64).collect()))
+        Ok(self
+            .expect(name, AttributeType::FLOATS)?
+            .map(|a| a.floats.iter().map(|f| *f as f64).collect()))
     }
 
     pub fn string(&self, name: &str) -> PResult<Option<String>> {

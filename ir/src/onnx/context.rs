@@ -256,9 +256,9 @@ impl<'m, 'o> Importer<'m, 'o> {
         if let Some(tensors) = self.all_const(operands)? {
             let refs: Vec<&Tensor> = tensors.iter().map(|t| t.as_ref()).collect();
             if let Some(results) = eval::eval(op, &refs, &attrs, self.opts.fold_int_max_elements)? {
-                let small = results.iter().all(|t| {
-                    !t.dtype.is_float() || t.len() <= self.opts.fold_float_max_elements
-                });
+                let small = results
+                    .iter()
+                    .all(|t| !t.dtype.is_float() || t.len() <= self.opts.fold_float_max_elements);
                 if small {
                     return Ok(results
                         .into_iter()

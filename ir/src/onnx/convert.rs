@@ -50,7 +50,8 @@ impl<'m> NodeIn<'m> {
 }
 
 /// Converts one node; the result has one entry per ONNX output it produces (in order).
-type Convert = for<'m, 'o, 'a> fn(&'a mut Importer<'m, 'o>, &'a NodeIn<'m>) -> PResult<Vec<Val<'m>>>;
+type Convert =
+    for<'m, 'o, 'a> fn(&'a mut Importer<'m, 'o>, &'a NodeIn<'m>) -> PResult<Vec<Val<'m>>>;
 
 /// Every supported ONNX op (default domain) and its converter.
 static CONVERTERS: &[(&str, Convert)] = &[
@@ -196,7 +197,11 @@ fn norm_axes(axes: &[i64], rank: usize) -> PResult<Vec<i64>> {
 }
 
 /// The node's axes: an attribute before `input_opset`, the optional input #1 from then on.
-fn axes_of<'m>(cx: &Importer<'m, '_>, n: &NodeIn<'m>, input_opset: i64) -> PResult<Option<Vec<i64>>> {
+fn axes_of<'m>(
+    cx: &Importer<'m, '_>,
+    n: &NodeIn<'m>,
+    input_opset: i64,
+) -> PResult<Option<Vec<i64>>> {
     if cx.opset < input_opset {
         n.attrs.ints("axes")
     } else {
@@ -470,7 +475,11 @@ fn conv_geometry<'m>(cx: &Importer<'m, '_>, n: &NodeIn<'m>, w: &Val<'m>) -> PRes
 }
 
 /// `reshape(bias, [1, C, 1, 1])` added to `y`, as TVM does for conv biases.
-fn add_channel_bias<'m>(cx: &mut Importer<'m, '_>, y: Val<'m>, bias: Val<'m>) -> PResult<Vec<Val<'m>>> {
+fn add_channel_bias<'m>(
+    cx: &mut Importer<'m, '_>,
+    y: Val<'m>,
+    bias: Val<'m>,
+) -> PResult<Vec<Val<'m>>> {
     let c = product(&cx.shape(&bias))?;
     let b = cx.op("reshape", &[bias], attrs([("shape", Attr::ints([1, c, 1, 1]))]))?;
     cx.out1("add", &[y, b], Attrs::new())
@@ -643,14 +652,15 @@ fn layer_norm<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<
             // TVM passes zeros for an absent bias.
             let t = cx.ty(&gamma);
             let len = num_elements(&t.shape)?;
-            let data = if t.dtype.is_float() { Data::Float(vec![0.0; len]) } else { Data::Int(vec![0; len]) };
+            let data = if t.dtype.is_float() {
+                Data::Float(vec![0.0; len])
+            } else {
+                Data::Int(vec![0; len])
+            };
             Val::computed("", Tensor::new(t.dtype, t.shape.to_vec(), data))
         }
     };
-    let a = attrs([
-        ("axes", Attr::ints(axis as i64..rank as i64)),
-        ("epsilon", Attr::Float(eps)),
-    ]);
+    let a = attrs([("axes", Attr::ints(axis as i64..rank as i64)), ("epsilon", Attr::Float(eps))]);
     cx.out1("nn.layer_norm", &[x, gamma, beta], a)
 }
 
@@ -686,7 +696,9 @@ fn pool<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>, op: &str) -> PResult<Vec<
     if shape.len() != 4 {
         bail!("only 2-D pooling (4-D input) is supported, got a rank-{} input", shape.len());
     }
-    let Some(kernel) = n.attrs.ints("kernel_shape")? else { bail!("attribute 'kernel_shape' is missing") };
+    let Some(kernel) = n.attrs.ints("kernel_shape")? else {
+        bail!("attribute 'kernel_shape' is missing")
+    };
     check_len(&kernel, 2, "kernel_shape")?;
     check_range(&kernel, "kernel_shape", 1)?;
     let strides = n.attrs.ints("strides")?.unwrap_or_else(|| vec![1, 1]);
@@ -750,7 +762,12 @@ fn global_pool<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>, op: &str) -> PResu
 }
 
 /// ReduceX: axes as an attribute before `input_opset`, as an optional input from then on.
-fn reduce<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>, op: &str, input_opset: i64) -> PResult<Vec<Val<'m>>> {
+fn reduce<'m>(
+    cx: &mut Importer<'m, '_>,
+    n: &NodeIn<'m>,
+    op: &str,
+    input_opset: i64,
+) -> PResult<Vec<Val<'m>>> {
     let x = n.input(0)?;
     let rank = cx.rank(&x);
     let keepdims = n.attr_int("keepdims", 1)? != 0;
@@ -1170,7 +1187,11 @@ fn constant<'m>(_cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'
         Tensor::scalar_f(DType::F32, v)
     } else if let Some(v) = n.attrs.floats("value_floats")? {
         let len = v.len() as i64;
-        Tensor::new(DType::F32, vec![len], Data::Float(v.iter().map(|x| round_to(DType::F32, *x)).collect()))
+        Tensor::new(
+            DType::F32,
+            vec![len],
+            Data::Float(v.iter().map(|x| round_to(DType::F32, *x)).collect()),
+        )
     } else if let Some(v) = n.attrs.int("value_int")? {
         Tensor::ints(DType::I64, Vec::new(), vec![v])
     } else if let Some(v) = n.attrs.ints("value_ints")? {
@@ -1221,14 +1242,9 @@ fn range<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>>
         cx.require_const(&n.input(2)?, "delta")?,
     ];
     let dtype = start.dtype;
-    let one = |t: &Tensor, what: &str| -> PResult<()> {
-        if t.len() != 1 || t.dtype != dtype {
-            bail!("{what} must be a scalar of the same dtype as start");
-        }
-        Ok(())
-    };
-    one(&limit, "limit")?;
-    one(&delta, "delta")?;
+    if [&start, &limit, &delta].iter().any(|t| t.len() != 1 || t.dtype != dtype) {
+        bail!("start, limit and delta must each be a single value, all of one dtype");
+    }
     let max = cx.opts.fold_int_max_elements;
     let t = match (&start.data, &limit.data, &delta.data) {
         (Data::Int(s), Data::Int(l), Data::Int(d)) => {

@@ -54,9 +54,9 @@ pub(crate) fn eval(
                 Data::Float(v) => {
                     Data::Float(v.iter().map(|x| round_to(t.dtype, x.max(lo).min(hi))).collect())
                 }
-                Data::Int(v) => Data::Int(
-                    v.iter().map(|x| (*x as f64).max(lo).min(hi) as i64).collect(),
-                ),
+                Data::Int(v) => {
+                    Data::Int(v.iter().map(|x| (*x as f64).max(lo).min(hi) as i64).collect())
+                }
             };
             Some(Tensor::new(t.dtype, t.shape.clone(), data))
         }
@@ -228,10 +228,8 @@ fn binary(op: &str, a: &Tensor, b: &Tensor, max_elements: usize) -> PResult<Opti
     }
     let ma = broadcast_map(&a.shape, &shape);
     let mb = broadcast_map(&b.shape, &shape);
-    let compare = matches!(
-        op,
-        "equal" | "not_equal" | "less" | "less_equal" | "greater" | "greater_equal"
-    );
+    let compare =
+        matches!(op, "equal" | "not_equal" | "less" | "less_equal" | "greater" | "greater_equal");
     let dtype = a.dtype;
     let data = match (&a.data, &b.data) {
         (Data::Int(x), Data::Int(y)) => {
@@ -247,7 +245,9 @@ fn binary(op: &str, a: &Tensor, b: &Tensor, max_elements: usize) -> PResult<Opti
         }
         (Data::Float(x), Data::Float(y)) => {
             if compare {
-                Data::Int(ma.iter().zip(&mb).map(|(&i, &j)| float_compare(op, x[i], y[j])).collect())
+                Data::Int(
+                    ma.iter().zip(&mb).map(|(&i, &j)| float_compare(op, x[i], y[j])).collect(),
+                )
             } else {
                 Data::Float(
                     ma.iter()
@@ -269,13 +269,9 @@ fn int_binary(op: &str, x: i64, y: i64) -> PResult<i64> {
         "subtract" => x.checked_sub(y),
         "multiply" => x.checked_mul(y),
         "divide" => x.checked_div(y),
-        "floor_divide" => x.checked_div(y).map(|q| {
-            if (x % y != 0) && ((x < 0) != (y < 0)) {
-                q - 1
-            } else {
-                q
-            }
-        }),
+        "floor_divide" => {
+            x.checked_div(y).map(|q| if (x % y != 0) && ((x < 0) != (y < 0)) { q - 1 } else { q })
+        }
         "power" => match u32::try_from(y) {
             Ok(e) => x.checked_pow(e),
             Err(_) => None,
@@ -370,7 +366,9 @@ pub(crate) fn astype(t: &Tensor, dtype: DType) -> Tensor {
         (Data::Float(v), false) if dtype == DType::Bool => {
             Data::Int(v.iter().map(|x| (*x != 0.0) as i64).collect())
         }
-        (Data::Float(v), false) => Data::Int(v.iter().map(|x| wrap_int(dtype, *x as i64)).collect()),
+        (Data::Float(v), false) => {
+            Data::Int(v.iter().map(|x| wrap_int(dtype, *x as i64)).collect())
+        }
     };
     Tensor::new(dtype, t.shape.clone(), data)
 }
@@ -651,8 +649,11 @@ fn where_(c: &Tensor, x: &Tensor, y: &Tensor, max_elements: usize) -> PResult<Op
     if too_big(&shape, max_elements)? {
         return Ok(None);
     }
-    let (mc, mx, my) =
-        (broadcast_map(&c.shape, &shape), broadcast_map(&x.shape, &shape), broadcast_map(&y.shape, &shape));
+    let (mc, mx, my) = (
+        broadcast_map(&c.shape, &shape),
+        broadcast_map(&x.shape, &shape),
+        broadcast_map(&y.shape, &shape),
+    );
     let data = match (&x.data, &y.data) {
         (Data::Int(a), Data::Int(b)) => Data::Int(
             (0..mc.len()).map(|k| if cond[mc[k]] != 0 { a[mx[k]] } else { b[my[k]] }).collect(),

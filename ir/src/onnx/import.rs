@@ -189,8 +189,7 @@ fn input_type(input: &ValueInfoProto, given: Option<&[i64]>) -> PResult<TensorTy
 
 fn convert_nodes<'m>(cx: &mut Importer<'m, '_>, graph: &'m GraphProto) -> PResult<()> {
     for (index, node) in graph.node.iter().enumerate() {
-        let place =
-            Place::Node { name: node.name.clone(), index, op_type: node.op_type.clone() };
+        let place = Place::Node { name: node.name.clone(), index, op_type: node.op_type.clone() };
         let at = |p: Problem| p.at(&place);
         if !(node.domain.is_empty() || node.domain == "ai.onnx") {
             return Err(Problem::new(

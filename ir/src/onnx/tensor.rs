@@ -127,7 +127,9 @@ pub(crate) fn num_elements(shape: &[i64]) -> PResult<usize> {
             empty = true;
             continue;
         }
-        let Some(m) = nonzero.checked_mul(d) else { bail!("shape {shape:?} has too many elements") };
+        let Some(m) = nonzero.checked_mul(d) else {
+            bail!("shape {shape:?} has too many elements")
+        };
         nonzero = m;
     }
     Ok(if empty { 0 } else { nonzero as usize })
@@ -211,9 +213,9 @@ pub(crate) fn decode(t: &TensorProto, max_elements: usize) -> PResult<Tensor> {
             exact(n, &t.int32_data)?.iter().map(|x| bf16_bits_to_f64(*x as u16)).collect(),
         ),
         DType::I64 => Data::Int(exact(n, &t.int64_data)?.to_vec()),
-        DType::U32 | DType::U64 => {
-            Data::Int(exact(n, &t.uint64_data)?.iter().map(|x| wrap_int(dtype, *x as i64)).collect())
-        }
+        DType::U32 | DType::U64 => Data::Int(
+            exact(n, &t.uint64_data)?.iter().map(|x| wrap_int(dtype, *x as i64)).collect(),
+        ),
         DType::Bool | DType::I8 | DType::I16 | DType::I32 | DType::U8 | DType::U16 => {
             Data::Int(exact(n, &t.int32_data)?.iter().map(|x| wrap_int(dtype, *x as i64)).collect())
         }
@@ -231,7 +233,11 @@ fn exact<T>(n: usize, v: &[T]) -> PResult<&[T]> {
 fn decode_raw(dtype: DType, shape: Vec<i64>, n: usize, raw: &[u8]) -> PResult<Tensor> {
     let width = (dtype.bits() / 8) as usize;
     if Some(raw.len()) != n.checked_mul(width) {
-        bail!("raw tensor data has {} bytes, shape {shape:?} of {dtype} needs {}", raw.len(), n * width);
+        bail!(
+            "raw tensor data has {} bytes, shape {shape:?} of {dtype} needs {}",
+            raw.len(),
+            n * width
+        );
     }
     let words = raw.chunks_exact(width).map(|c| {
         let mut b = [0u8; 8];

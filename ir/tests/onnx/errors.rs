@@ -25,7 +25,10 @@ fn message(bytes: &[u8]) -> String {
 fn truncated_file() {
     let bytes = model_bytes("keras-resnet50.onnx");
     for cut in [bytes.len() / 2, bytes.len() - 1, 10] {
-        assert_eq!(message(&bytes[..cut]), "model.onnx: not a valid ONNX model (truncated protobuf)");
+        assert_eq!(
+            message(&bytes[..cut]),
+            "model.onnx: not a valid ONNX model (truncated protobuf)"
+        );
     }
 }
 
@@ -114,7 +117,10 @@ fn wrong_attributes_name_the_attribute() {
     let mut g = Graph::new(13);
     g.input("x", F32, &[1, 3, 4, 4]).input("w", F32, &[2, 3, 1, 1]);
     g.node("Conv", &["x", "w"], &["y"], vec![a_ints("strides", &[0, 1])]).output("y");
-    assert_eq!(g.err(), "test.onnx: node 'n0' (Conv): strides value 0 is out of range (1 to 16777216)");
+    assert_eq!(
+        g.err(),
+        "test.onnx: node 'n0' (Conv): strides value 0 is out of range (1 to 16777216)"
+    );
 
     let mut g = Graph::new(13);
     g.input("x", F32, &[4]);
@@ -133,7 +139,10 @@ fn inconsistent_shapes() {
     let mut g = Graph::new(13);
     g.input("x", F32, &[2, 3]).init_i64("shape", &[1], &[5]);
     g.node("Reshape", &["x", "shape"], &["y"], vec![]).output("y");
-    assert_eq!(g.err(), "test.onnx: node 'n0' (Reshape): cannot reshape [2, 3] (6 elements) to [5] (5 elements)");
+    assert_eq!(
+        g.err(),
+        "test.onnx: node 'n0' (Reshape): cannot reshape [2, 3] (6 elements) to [5] (5 elements)"
+    );
 }
 
 #[test]
@@ -141,7 +150,10 @@ fn run_time_values_where_constants_are_needed() {
     let mut g = Graph::new(13);
     g.input("x", F32, &[2, 3]).input("shape", I64, &[2]);
     g.node("Reshape", &["x", "shape"], &["y"], vec![]).output("y");
-    assert_eq!(g.err(), "test.onnx: node 'n0' (Reshape): the shape must be a constant; it is computed at run time");
+    assert_eq!(
+        g.err(),
+        "test.onnx: node 'n0' (Reshape): the shape must be a constant; it is computed at run time"
+    );
 }
 
 #[test]
@@ -149,7 +161,10 @@ fn graph_structure_errors() {
     let mut g = Graph::new(13);
     g.input("x", F32, &[2]);
     g.node("Relu", &["nope"], &["y"], vec![]).output("y");
-    assert_eq!(g.err(), "test.onnx: node 'n0' (Relu): input 'nope' is not defined before this node");
+    assert_eq!(
+        g.err(),
+        "test.onnx: node 'n0' (Relu): input 'nope' is not defined before this node"
+    );
 
     let mut g = Graph::new(13);
     g.input("x", F32, &[2]);

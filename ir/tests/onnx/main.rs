@@ -2,7 +2,7 @@
 //! errors.
 
 mod builder;
+mod errors;
 mod models;
 mod ops;
-mod errors;
 mod regressions;

@@ -39,7 +39,12 @@ fn conv_auto_pad_same_pads_the_data_first_as_tvm_does() {
     ] {
         let mut g = Graph::new(13);
         g.input("x", F32, &[1, 3, 8, 8]).input("w", F32, &[2, 3, 3, 3]);
-        g.node("Conv", &["x", "w"], &["y"], vec![a_str("auto_pad", mode), a_ints("strides", &[2, 2])]);
+        g.node(
+            "Conv",
+            &["x", "w"],
+            &["y"],
+            vec![a_str("auto_pad", mode), a_ints("strides", &[2, 2])],
+        );
         g.output("y");
         let m = g.ok();
         assert_eq!(op_seq(&m), s(&["nn.pad", "nn.conv2d"]), "{mode}");
@@ -49,7 +54,12 @@ fn conv_auto_pad_same_pads_the_data_first_as_tvm_does() {
     }
     let mut g = Graph::new(13);
     g.input("x", F32, &[1, 3, 8, 8]).input("w", F32, &[2, 3, 3, 3]);
-    g.node("Conv", &["x", "w"], &["y"], vec![a_str("auto_pad", "VALID"), a_ints("pads", &[1, 1, 1, 1])]);
+    g.node(
+        "Conv",
+        &["x", "w"],
+        &["y"],
+        vec![a_str("auto_pad", "VALID"), a_ints("pads", &[1, 1, 1, 1])],
+    );
     g.output("y");
     let m = g.ok();
     assert_eq!(op_seq(&m), s(&["nn.conv2d"]));
@@ -64,7 +74,11 @@ fn conv_transpose_with_output_padding_and_output_shape() {
         "ConvTranspose",
         &["x", "w"],
         &["y"],
-        vec![a_ints("strides", &[2, 2]), a_ints("pads", &[1, 1, 1, 1]), a_ints("output_padding", &[1, 1])],
+        vec![
+            a_ints("strides", &[2, 2]),
+            a_ints("pads", &[1, 1, 1, 1]),
+            a_ints("output_padding", &[1, 1]),
+        ],
     )
     .output("y");
     let m = g.ok();
@@ -78,7 +92,11 @@ fn conv_transpose_with_output_padding_and_output_shape() {
         "ConvTranspose",
         &["x", "w", "b"],
         &["y"],
-        vec![a_ints("strides", &[2, 2]), a_ints("output_shape", &[10, 10]), a_str("auto_pad", "SAME_UPPER")],
+        vec![
+            a_ints("strides", &[2, 2]),
+            a_ints("output_shape", &[10, 10]),
+            a_str("auto_pad", "SAME_UPPER"),
+        ],
     )
     .output("y");
     let m = g.ok();
@@ -101,7 +119,16 @@ fn gemm_with_transposes_alpha_and_beta_follows_tvm() {
     let m = g.ok();
     assert_eq!(
         op_seq(&m),
-        s(&["constant", "multiply", "permute_dims", "permute_dims", "matmul", "constant", "multiply", "add"])
+        s(&[
+            "constant",
+            "multiply",
+            "permute_dims",
+            "permute_dims",
+            "matmul",
+            "constant",
+            "multiply",
+            "add"
+        ])
     );
     assert_eq!(result_type(&m), "tensor<2x4xf32>");
 
@@ -139,7 +166,12 @@ fn batch_norm_is_decomposed_like_tvm_decompose_ops_for_inference() {
     for p in ["gamma", "beta", "mean", "var"] {
         g.input(p, F32, &[4]);
     }
-    g.node("BatchNormalization", &["x", "gamma", "beta", "mean", "var"], &["y"], vec![a_float("epsilon", 1e-3)]);
+    g.node(
+        "BatchNormalization",
+        &["x", "gamma", "beta", "mean", "var"],
+        &["y"],
+        vec![a_float("epsilon", 1e-3)],
+    );
     g.output("y");
     let m = g.ok();
     assert_eq!(
@@ -167,12 +199,19 @@ fn batch_norm_is_decomposed_like_tvm_decompose_ops_for_inference() {
     g.input("x", F32, &[1, 2, 3, 3]);
     g.init_f32("gamma", &[2], &[1., 2.]).init_f32("beta", &[2], &[0., 1.]);
     g.init_f32("mean", &[2], &[0., 0.5]).init_f32("var", &[2], &[3., 0.]);
-    g.node("BatchNormalization", &["x", "gamma", "beta", "mean", "var"], &["y"], vec![a_float("epsilon", 1.0)]);
+    g.node(
+        "BatchNormalization",
+        &["x", "gamma", "beta", "mean", "var"],
+        &["y"],
+        vec![a_float("epsilon", 1.0)],
+    );
     g.output("y");
     let m = g.ok();
     assert_eq!(
         op_seq(&m),
-        s(&["constant", "subtract", "constant", "divide", "constant", "multiply", "constant", "add"])
+        s(&[
+            "constant", "subtract", "constant", "divide", "constant", "multiply", "constant", "add"
+        ])
     );
     let f = main_fn(&m);
     let std = &f.bindings[2];
@@ -241,10 +280,10 @@ fn split_and_slice_with_tensor_inputs() {
     assert_eq!(op_seq(&m), s(&["split"]));
     assert_eq!(get(attrs_of(&m, "split"), "indices_or_sections"), &Attr::ints([1, 3]));
     let f = main_fn(&m);
-    assert_eq!(f.result_types().iter().map(|t| t.to_string()).collect::<Vec<_>>(), [
-        "tensor<3x4xf32>",
-        "tensor<2x4xf32>"
-    ]);
+    assert_eq!(
+        f.result_types().iter().map(|t| t.to_string()).collect::<Vec<_>>(),
+        ["tensor<3x4xf32>", "tensor<2x4xf32>"]
+    );
     assert_eq!(f.name_of(f.results[0]), "c");
 
     // Equal split, opset 11 attribute form and opset 18 uneven num_outputs.
@@ -300,7 +339,12 @@ fn softmax_before_opset_13_flattens_around_the_axis() {
 fn layer_norm_with_and_without_bias() {
     let mut g = Graph::new(17);
     g.input("x", F32, &[2, 5, 8]).input("g", F32, &[5, 8]).input("b", F32, &[5, 8]);
-    g.node("LayerNormalization", &["x", "g", "b"], &["y"], vec![a_int("axis", 1), a_float("epsilon", 1e-6)]);
+    g.node(
+        "LayerNormalization",
+        &["x", "g", "b"],
+        &["y"],
+        vec![a_int("axis", 1), a_float("epsilon", 1e-6)],
+    );
     g.output("y");
     let m = g.ok();
     assert_eq!(op_seq(&m), s(&["nn.layer_norm"]));
@@ -386,7 +430,11 @@ fn resize_with_scales_or_sizes() {
         "Resize",
         &["x", "roi", "scales", "sizes"],
         &["y"],
-        vec![a_str("mode", "cubic"), a_float("cubic_coeff_a", -0.5), a_str("nearest_mode", "floor")],
+        vec![
+            a_str("mode", "cubic"),
+            a_float("cubic_coeff_a", -0.5),
+            a_str("nearest_mode", "floor"),
+        ],
     )
     .output("y");
     let m = g.ok();
@@ -469,11 +517,16 @@ fn concat_cast_and_constants() {
     let mut g = Graph::new(15);
     g.input("x", F32, &[2, 3, 64, 64]);
     g.node("Constant", &[], &["k"], vec![a_tensor("value", i64_tensor(&[1], &[64]))]);
-    g.node("ConstantOfShape", &["k"], &["ones"], vec![a_tensor("value", {
-        let mut t = tensor(F32, &[1]);
-        t.float_data = vec![1.0];
-        t
-    })]);
+    g.node(
+        "ConstantOfShape",
+        &["k"],
+        &["ones"],
+        vec![a_tensor("value", {
+            let mut t = tensor(F32, &[1]);
+            t.float_data = vec![1.0];
+            t
+        })],
+    );
     g.node("Shape", &["x"], &["hw"], vec![a_int("start", -2)]);
     g.node("ConstantOfShape", &["hw"], &["zeros"], vec![]);
     g.node("Add", &["x", "zeros"], &["y0"], vec![]);
@@ -604,12 +657,27 @@ fn reductions_with_axes_as_attribute_or_input() {
 fn pooling() {
     let mut g = Graph::new(17);
     g.input("x", F32, &[1, 4, 9, 9]);
-    g.node("MaxPool", &["x"], &["a"], vec![a_ints("kernel_shape", &[3, 3]), a_ints("strides", &[2, 2]), a_str("auto_pad", "SAME_UPPER")]);
+    g.node(
+        "MaxPool",
+        &["x"],
+        &["a"],
+        vec![
+            a_ints("kernel_shape", &[3, 3]),
+            a_ints("strides", &[2, 2]),
+            a_str("auto_pad", "SAME_UPPER"),
+        ],
+    );
     g.node(
         "AveragePool",
         &["a"],
         &["b"],
-        vec![a_ints("kernel_shape", &[2, 2]), a_ints("pads", &[0, 0, 1, 1]), a_int("count_include_pad", 1), a_int("ceil_mode", 1), a_ints("strides", &[2, 2])],
+        vec![
+            a_ints("kernel_shape", &[2, 2]),
+            a_ints("pads", &[0, 0, 1, 1]),
+            a_int("count_include_pad", 1),
+            a_int("ceil_mode", 1),
+            a_ints("strides", &[2, 2]),
+        ],
     );
     g.node("GlobalAveragePool", &["b"], &["y"], vec![]);
     g.output("y");
@@ -620,7 +688,10 @@ fn pooling() {
     assert_eq!(get(a, "count_include_pad"), &Attr::Bool(true));
     assert_eq!(get(a, "ceil_mode"), &Attr::Bool(true));
     let mean = attrs_of(&m, "mean");
-    assert_eq!((get(mean, "axis"), get(mean, "keepdims")), (&Attr::ints([2, 3]), &Attr::Bool(true)));
+    assert_eq!(
+        (get(mean, "axis"), get(mean, "keepdims")),
+        (&Attr::ints([2, 3]), &Attr::Bool(true))
+    );
     assert_eq!(result_type(&m), "tensor<1x4x1x1xf32>");
 }
 

@@ -28,3 +28,12 @@ fn slice_without_axes_and_more_starts_than_rank() {
     g.node("Slice", &["x", "starts", "ends"], &["y"], vec![]).output("y");
     assert_eq!(g.err(), "test.onnx: node 'n0' (Slice): axis 1 is out of range for rank 1");
 }
+
+/// Found by review while fuzzing: Range read the first element of an empty `start`.
+#[test]
+fn range_with_an_empty_start() {
+    let mut g = Graph::new(13);
+    g.init_i64("start", &[0], &[]).init_i64("limit", &[], &[3]).init_i64("delta", &[], &[1]);
+    g.node("Range", &["start", "limit", "delta"], &["y"], vec![]).output("y");
+    assert_eq!(g.err(), "test.onnx: node 'n0' (Range): start, limit and delta must each be a single value, all of one dtype");
+}
