@@ -5,7 +5,7 @@
 //! Constants stay symbolic until an op needs them as data; [`Importer::materialize`] then
 //! applies the constant policy described in the module docs of [`crate::onnx`].
 
-use super::error::{bail, PResult, Place, Problem};
+use super::error::{bail, one_line, PResult, Problem};
 use super::eval;
 use super::names::sanitize;
 use super::tensor::{self, Tensor};
@@ -14,6 +14,7 @@ use crate::attr::Attrs;
 use crate::module::{Binding, Callee, Function, ValueId};
 use crate::ops::Op;
 use crate::ty::TensorType;
+use crate::verify::check_attrs;
 use onnx_protobuf::TensorProto;
 use std::cell::{Cell, OnceCell};
 use std::collections::HashMap;
@@ -134,8 +135,9 @@ impl<'m, 'o> Importer<'m, 'o> {
         let decoded = if n > limit {
             None
         } else {
-            let t = tensor::decode(proto, limit)
-                .map_err(|p| Problem::new(Place::Initializer(c.name.clone()), p.message))?;
+            let t = tensor::decode(proto, limit).map_err(|p| {
+                Problem::msg(format!("constant '{}': {}", one_line(&c.name), p.message))
+            })?;
             Some(Rc::new(t))
         };
         Ok(c.decoded.get_or_init(|| decoded).clone())
@@ -275,6 +277,10 @@ impl<'m, 'o> Importer<'m, 'o> {
             }
         }
         let o = self.lookup(op)?;
+        // The same checks as `Function::push_op`, which cannot name its results.
+        if let Err(p) = check_attrs(o.def(), &attrs) {
+            bail!("'{op}': {p}");
+        }
         let mut ids = Vec::with_capacity(operands.len());
         for v in operands {
             ids.push(self.materialize(v)?);

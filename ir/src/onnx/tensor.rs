@@ -107,28 +107,32 @@ pub(crate) const MAX_RANK: usize = 32;
 pub(crate) const MAX_DIM: i64 = 1 << 31;
 
 /// Number of elements of a shape, failing on a rank above [`MAX_RANK`], negative extents,
-/// extents above [`MAX_DIM`] and overflow.
+/// extents above [`MAX_DIM`], and a product of the non-zero extents above `i64::MAX`: bounding
+/// that product (not just the element count, which a 0 extent makes 0) keeps every stride and
+/// partial product of an accepted shape from overflowing.
 pub(crate) fn num_elements(shape: &[i64]) -> PResult<usize> {
     if shape.len() > MAX_RANK {
-        bail!(
-            "rank {} is above the supported maximum of {MAX_RANK}",
-            shape.len()
-        );
+        bail!("rank {} is above the supported maximum of {MAX_RANK}", shape.len());
     }
-    let mut n: usize = 1;
+    let mut nonzero: i64 = 1;
+    let mut empty = false;
     for &d in shape {
+        if d < 0 {
+            bail!("negative dimension {d} in shape {shape:?}");
+        }
         if d > MAX_DIM {
             bail!("dimension {d} in shape {shape:?} is above the supported maximum of {MAX_DIM}");
         }
-        let Ok(d) = usize::try_from(d) else {
-            bail!("negative dimension {d} in shape {shape:?}")
-        };
-        let Some(m) = n.checked_mul(d) else {
+        if d == 0 {
+            empty = true;
+            continue;
+        }
+        let Some(m) = nonzero.checked_mul(d) else {
             bail!("shape {shape:?} has too many elements")
         };
-        n = m;
+        nonzero = m;
     }
-    Ok(n)
+    Ok(if empty { 0 } else { nonzero as usize })
 }
 
 /// Rounds a value to what `dtype` can hold: floats to their precision, integers wrap to their
@@ -158,9 +162,7 @@ pub(crate) fn wrap_int(dtype: DType, v: i64) -> i64 {
 
 /// The IR dtype of an ONNX `TensorProto.DataType` code.
 pub(crate) fn dtype_of(code: i32) -> PResult<DType> {
-    let Some(dt) = DataType::from_i32(code) else {
-        bail!("unknown element type code {code}")
-    };
+    let Some(dt) = DataType::from_i32(code) else { bail!("unknown element type code {code}") };
     Ok(match dt {
         DataType::FLOAT => DType::F32,
         DataType::UINT8 => DType::U8,
@@ -192,10 +194,7 @@ pub(crate) fn decode(t: &TensorProto, max_elements: usize) -> PResult<Tensor> {
     let dtype = dtype_of(t.data_type)?;
     let n = num_elements(&t.dims)?;
     if n > max_elements {
-        bail!(
-            "tensor of shape {:?} is too large to read as a constant ({n} elements)",
-            t.dims
-        );
+        bail!("tensor of shape {:?} is too large to read as a constant ({n} elements)", t.dims);
     }
     if t.data_location.enum_value() == Ok(DataLocation::EXTERNAL) || !t.external_data.is_empty() {
         bail!("tensor data is stored in an external file, which is not supported");
@@ -208,30 +207,18 @@ pub(crate) fn decode(t: &TensorProto, max_elements: usize) -> PResult<Tensor> {
         DType::F32 => Data::Float(exact(n, &t.float_data)?.iter().map(|x| *x as f64).collect()),
         DType::F64 => Data::Float(exact(n, &t.double_data)?.to_vec()),
         DType::F16 => Data::Float(
-            exact(n, &t.int32_data)?
-                .iter()
-                .map(|x| f16_bits_to_f64(*x as u16))
-                .collect(),
+            exact(n, &t.int32_data)?.iter().map(|x| f16_bits_to_f64(*x as u16)).collect(),
         ),
         DType::BF16 => Data::Float(
-            exact(n, &t.int32_data)?
-                .iter()
-                .map(|x| bf16_bits_to_f64(*x as u16))
-                .collect(),
+            exact(n, &t.int32_data)?.iter().map(|x| bf16_bits_to_f64(*x as u16)).collect(),
         ),
         DType::I64 => Data::Int(exact(n, &t.int64_data)?.to_vec()),
         DType::U32 | DType::U64 => Data::Int(
-            exact(n, &t.uint64_data)?
-                .iter()
-                .map(|x| wrap_int(dtype, *x as i64))
-                .collect(),
+            exact(n, &t.uint64_data)?.iter().map(|x| wrap_int(dtype, *x as i64)).collect(),
         ),
-        DType::Bool | DType::I8 | DType::I16 | DType::I32 | DType::U8 | DType::U16 => Data::Int(
-            exact(n, &t.int32_data)?
-                .iter()
-                .map(|x| wrap_int(dtype, *x as i64))
-                .collect(),
-        ),
+        DType::Bool | DType::I8 | DType::I16 | DType::I32 | DType::U8 | DType::U16 => {
+            Data::Int(exact(n, &t.int32_data)?.iter().map(|x| wrap_int(dtype, *x as i64)).collect())
+        }
     };
     Ok(Tensor::new(dtype, shape, data))
 }
@@ -309,11 +296,7 @@ fn f64_to_f16_bits(v: f64) -> u16 {
         return sign | rounded as u16;
     }
     let rounded = mant + 0xfff + ((mant >> 13) & 1);
-    let (exp, mant) = if rounded & 0x80_0000 != 0 {
-        (exp + 1, 0)
-    } else {
-        (exp, rounded >> 13)
-    };
+    let (exp, mant) = if rounded & 0x80_0000 != 0 { (exp + 1, 0) } else { (exp, rounded >> 13) };
     if exp >= 31 {
         return sign | 0x7c00;
     }
@@ -380,6 +363,9 @@ mod tests {
         assert!(decode(&t, 16).is_err());
         assert!(decode(&proto(DataType::FLOAT, &[-1]), 16).is_err());
         assert!(decode(&proto(DataType::FLOAT, &[i64::MAX, i64::MAX]), 16).is_err());
+        // A zero extent does not hide an overflowing product of the others.
+        assert!(num_elements(&[0, 1 << 31, 1 << 31, 1 << 31]).is_err());
+        assert_eq!(num_elements(&[0, 1 << 31, 1 << 31]).unwrap(), 0);
         assert!(decode(&proto(DataType::FLOAT, &[100]), 16).is_err());
         assert!(decode(&proto(DataType::STRING, &[1]), 16).is_err());
         let mut t = proto(DataType::FLOAT, &[1]);

@@ -8,8 +8,7 @@ use onnx_protobuf::{
     AttributeProto, GraphProto, Message, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
     TensorShapeProto, TypeProto, ValueInfoProto,
 };
-use std::collections::BTreeMap;
-use tgc_ir::onnx::{import_bytes, op_histogram, ImportError};
+use tgc_ir::onnx::{import_bytes, ImportError};
 use tgc_ir::{Function, Module};
 
 pub use DataType::{FLOAT as F32, INT64 as I64};
@@ -29,11 +28,7 @@ pub struct Graph {
 
 impl Graph {
     pub fn new(opset: i64) -> Self {
-        Graph {
-            opset,
-            graph: GraphProto::new(),
-            next_node: 0,
-        }
+        Graph { opset, graph: GraphProto::new(), next_node: 0 }
     }
 
     /// A graph input with a static shape.
@@ -75,9 +70,7 @@ impl Graph {
         let n: i64 = dims.iter().product();
         let mut t = tensor(DataType::FLOAT, dims);
         t.name = name.to_string();
-        t.raw_data = (0..n)
-            .flat_map(|i| (i as f32 * 0.5).to_le_bytes())
-            .collect();
+        t.raw_data = (0..n).flat_map(|i| (i as f32 * 0.5).to_le_bytes()).collect();
         self.graph.initializer.push(t);
         self
     }
@@ -107,9 +100,7 @@ impl Graph {
     }
 
     pub fn output(&mut self, name: &str) -> &mut Self {
-        self.graph
-            .output
-            .push(value_info(name, DataType::FLOAT, None));
+        self.graph.output.push(value_info(name, DataType::FLOAT, None));
         self
     }
 
@@ -123,8 +114,17 @@ impl Graph {
         m
     }
 
+    /// The serialized model. With `TGC_ONNX_SEEDS=DIR` set, each graph is also written to
+    /// `DIR`, which seeds the `import_onnx` fuzz target with small valid models.
     pub fn bytes(&self) -> Vec<u8> {
-        self.model().write_to_bytes().expect("serializes")
+        let bytes = self.model().write_to_bytes().expect("serializes");
+        if let Some(dir) = std::env::var_os("TGC_ONNX_SEEDS") {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            std::hash::Hash::hash(&bytes, &mut h);
+            let name = format!("{:016x}.onnx", std::hash::Hasher::finish(&h));
+            std::fs::write(std::path::Path::new(&dir).join(name), &bytes).expect("writes seed");
+        }
+        bytes
     }
 
     pub fn import(&self) -> Result<Module, ImportError> {
@@ -132,16 +132,18 @@ impl Graph {
     }
 
     pub fn import_with(&self, shapes: &[(&str, &[i64])]) -> Result<Module, ImportError> {
-        let shapes: Vec<(String, Vec<i64>)> = shapes
-            .iter()
-            .map(|(n, d)| (n.to_string(), d.to_vec()))
-            .collect();
+        let shapes: Vec<(String, Vec<i64>)> =
+            shapes.iter().map(|(n, d)| (n.to_string(), d.to_vec())).collect();
         import_bytes(&self.bytes(), "test.onnx", &shapes)
     }
 
-    /// Imports, panicking with the error's message on failure.
+    /// Imports and verifies, panicking with the error's message on failure.
     pub fn ok(&self) -> Module {
-        self.import().unwrap_or_else(|e| panic!("{e}"))
+        let m = self.import().unwrap_or_else(|e| panic!("{e}"));
+        if let Err(e) = tgc_ir::verify_module(&m) {
+            panic!("imported module does not verify: {e}\n{}", tgc_ir::text::print_module(&m));
+        }
+        m
     }
 
     /// Imports and returns the error's message, panicking if the import succeeds.
@@ -236,15 +238,6 @@ pub fn i64_tensor(dims: &[i64], v: &[i64]) -> TensorProto {
 /// The function `@main` of a module.
 pub fn main_fn(m: &Module) -> &Function {
     m.function("main").expect("@main")
-}
-
-/// The op histogram as `(name, count)` pairs, for terse assertions.
-pub fn ops(m: &Module) -> Vec<(String, usize)> {
-    op_histogram(m)
-        .into_iter()
-        .collect::<BTreeMap<_, _>>()
-        .into_iter()
-        .collect()
 }
 
 /// The op names of `@main`'s bindings, in order.

@@ -5,3 +5,4 @@ mod builder;
 mod errors;
 mod models;
 mod ops;
+mod regressions;

@@ -13,11 +13,16 @@ fn model(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// Imports and verifies.
 fn import(name: &str) -> Module {
-    match import_file(&model(name), &[]) {
+    let m = match import_file(&model(name), &[]) {
         Ok(m) => m,
         Err(e) => panic!("{e}"),
+    };
+    if let Err(e) = tgc_ir::verify_module(&m) {
+        panic!("{name} does not verify: {e}");
     }
+    m
 }
 
 fn hist(pairs: &[(&str, usize)]) -> BTreeMap<String, usize> {
