@@ -53,6 +53,16 @@ def strip_postproc(trace_json):
     return [insts[:cut], [d for d in decisions if d[0] < cut]]
 
 
+def _replay_error(tj, workload) -> str:
+    """Replay again with error rendering on, for a readable message (failures only)."""
+    try:
+        sch = Schedule(workload, seed=1, debug_mask=0, error_render_level="fast")
+        Trace.apply_json_to_schedule(tj, sch)
+    except Exception as e:  # noqa: BLE001
+        return one_line(e)
+    return "(failed once, then replayed: nondeterministic)"
+
+
 def _decision_map(decisions) -> dict:
     return {d[0]: json.dumps(d[1]) for d in decisions}
 
@@ -175,8 +185,8 @@ def replay(
     try:
         Trace.apply_json_to_schedule(tj, sch1)
         applied = True
-    except Exception as e:  # noqa: BLE001 - TVM's ScheduleError & co
-        out.attempts.append(("exact", f"replay failed: {one_line(e)}"))
+    except Exception:  # noqa: BLE001 - TVM's ScheduleError & co
+        out.attempts.append(("exact", f"replay failed: {_replay_error(tj, workload)}"))
     if applied:
         new = _decision_map(trace_to_json(sch1.trace, remove_postproc=True)[1])
         changed = [k for k in orig if new.get(k) != orig[k]]
@@ -236,3 +246,33 @@ def replay(
 
     out.error = "; ".join(f"{m}: {msg}" for m, msg in out.attempts) or "replay failed"
     return out
+
+
+def sample_traces(ctx, count: int, seed: int, max_attempts: int) -> tuple[list, int]:
+    """Random schedules of the task's design space that pass the postprocessors, as trace JSON.
+
+    Each design space's trace is re-applied with every sampling decision dropped, so TVM
+    samples it afresh (Schedule seed = seed + attempt). No measurement.
+    """
+    spaces = ctx.space_generator.generate_design_space(ctx.mod)
+    postprocs = list(ctx.space_generator.postprocs)
+    out, seen, attempts = [], set(), 0
+    while len(out) < count and attempts < max_attempts:
+        space = spaces[attempts % len(spaces)]
+        sch = Schedule(ctx.mod, seed=seed + attempts, debug_mask=0, error_render_level="none")
+        attempts += 1
+        try:
+            space.trace.apply_to_schedule(
+                sch, remove_postproc=True, decision_provider=lambda inst, i, a, d: None
+            )
+            if run_postprocs(sch, postprocs) is not None:
+                continue
+        except Exception:  # noqa: BLE001 - an unlucky sample; try another
+            continue
+        tj = trace_to_json(sch.trace)
+        key = json.dumps(tj)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(tj)
+    return out, attempts

@@ -13,7 +13,7 @@ import traceback
 from . import PROTOCOL_VERSION
 from .errors import WorkerError, one_line
 
-METHODS = ("hello", "lower", "replay", "tune", "build_and_measure", "shutdown")
+METHODS = ("hello", "lower", "replay", "sample", "tune", "build_and_measure", "shutdown")
 
 
 def _log(msg: str) -> None:
@@ -136,6 +136,21 @@ def m_replay(params: dict) -> dict:
     return {"task": lt.task.name, "structural_hash": lt.structural_hash, "results": results}
 
 
+def m_sample(params: dict) -> dict:
+    from .replay import sample_traces
+    from .tvmutil import make_context
+
+    lt, target = _task_and_target(params)
+    count = params.get("count", 8)
+    seed = params.get("seed", 1)
+    for k, v in (("count", count), ("seed", seed)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise WorkerError("bad_params", f"{k} must be a positive int, got {v!r}", lt.task.name)
+    ctx = make_context(lt.workload, target, lt.task.name, seed=seed)
+    traces, attempts = sample_traces(ctx, count, seed, max_attempts=max(16, 8 * count))
+    return {"task": lt.task.name, "traces": traces, "attempts": attempts}
+
+
 def m_tune(params: dict) -> dict:
     from .tune import tune_task
 
@@ -159,19 +174,19 @@ HANDLERS = {
     "hello": m_hello,
     "lower": m_lower,
     "replay": m_replay,
+    "sample": m_sample,
     "tune": m_tune,
     "build_and_measure": m_build_and_measure,
 }
 
 
 def _error_kind(e: BaseException) -> str:
-    """tvm when the exception was raised inside TVM's Python or C++ code, else internal."""
+    """internal when the exception was raised in this package's own code, else tvm."""
     frames = traceback.extract_tb(e.__traceback__)
-    if type(e).__module__.startswith(("tvm", "tvm_ffi")):
-        return "tvm"
-    if frames and any(p in frames[-1].filename for p in ("/tvm/", "/tvm_ffi/")):
-        return "tvm"
-    return "internal"
+    if not frames:
+        return "internal"
+    here = os.path.dirname(os.path.abspath(__file__))
+    return "internal" if os.path.abspath(frames[-1].filename).startswith(here) else "tvm"
 
 
 # ---- loop --------------------------------------------------------------------------------
@@ -239,6 +254,11 @@ def main() -> int:
     sys.stdout = sys.stderr
     out = io.TextIOWrapper(os.fdopen(proto_fd, "wb", buffering=0), encoding="utf-8", newline="\n")
     stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+    # Builder/runner subprocesses unpickle functions of this package: let them import it.
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([root] + [p for p in paths if p])
     _log(f"ready (pid {os.getpid()}, protocol {PROTOCOL_VERSION})")
     while True:
         line = stdin.readline()

@@ -256,7 +256,11 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
         evaluator = ms.runner.EvaluatorConfig(**runner_cfg)
     except TypeError as e:
         raise WorkerError("bad_params", f"runner: {e}", task)
-    builder = ms.builder.LocalBuilder(max_workers=num_cores, timeout_sec=builder_timeout)
+    from .build_worker import build as f_build
+
+    builder = ms.builder.LocalBuilder(
+        max_workers=num_cores, timeout_sec=builder_timeout, f_build=f_build
+    )
     runner = ms.runner.LocalRunner(timeout_sec=runner_timeout, evaluator_config=evaluator)
     database = ms.database.MemoryDatabase()
     cost_model = ms.cost_model.CostModel.create(

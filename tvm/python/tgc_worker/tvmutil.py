@@ -68,6 +68,8 @@ def ensure_tensor_intrin() -> None:
         _intrin_loaded = True
 
 
+CUDA_DEFAULTS = {"max_threads_per_block": 1024, "max_shared_memory_per_block": 49152}
+
 GPU_KINDS = ("cuda", "rocm", "vulkan", "metal", "opencl", "nvptx", "webgpu")
 
 
@@ -77,6 +79,11 @@ def parse_target(obj, task: str | None = None, with_host: bool = False) -> tvm.t
             "bad_params", 'target must be an object with a "kind", e.g. {"kind": "llvm"}', task
         )
     cfg = dict(obj)
+    if cfg["kind"] == "cuda":
+        # Without a GPU TVM cannot query these; MetaSchedule's CUDA rules and VerifyGPUCode
+        # need them. Values of every NVIDIA GPU since Kepler (48 KiB static shared memory).
+        for k, v in CUDA_DEFAULTS.items():
+            cfg.setdefault(k, v)
     if with_host and cfg["kind"] in GPU_KINDS and "host" not in cfg:
         cfg["host"] = {"kind": "llvm"}
     try:
@@ -100,7 +107,7 @@ def plain_json(o):
     if o is None or isinstance(o, (bool, int, float, str)):
         return o
     if isinstance(o, tvm.tirx.IntImm):
-        return bool(o.value) if str(o.dtype) == "bool" else int(o.value)
+        return int(o.value)
     if isinstance(o, tvm.tirx.FloatImm):
         return float(o.value)
     if isinstance(o, dict) or hasattr(o, "items"):
