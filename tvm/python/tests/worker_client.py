@@ -54,6 +54,23 @@ class WorkerProcess:
         if self.proc.stdin and not self.proc.stdin.closed:
             self.proc.stdin.close()
         rc = self.proc.wait(timeout=timeout)
+        if self.proc.stdout:
+            self.proc.stdout.close()
         if self._stderr is not subprocess.DEVNULL:
             self._stderr.close()
         return rc
+
+
+_shared: WorkerProcess | None = None
+
+
+def shared_worker() -> WorkerProcess:
+    """One worker for all tests of a run (TVM's import and MetaSchedule's set-up are slow)."""
+    global _shared
+    if _shared is None or _shared.proc.poll() is not None:
+        log = os.environ.get("TGC_WORKER_LOG")
+        _shared = WorkerProcess(stderr_path=log)
+        import atexit
+
+        atexit.register(_shared.close)
+    return _shared

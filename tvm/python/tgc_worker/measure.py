@@ -157,9 +157,24 @@ def apply_database(lowered, target, database):
     return mod, scheduled
 
 
-def _build(lowered, target):
-    from tvm.relax import pipeline as rp
+def _backend_pipeline_module(target):
+    """The relax backend pipeline module for the target (its package __init__ may not
+    re-export dataflow_lower_passes/finalize_passes, e.g. cpu_generic in 0.27)."""
+    import importlib
 
+    kind = target.kind.name
+    name = {"llvm": "cpu_generic", "cuda": "cuda", "rocm": "rocm"}.get(
+        kind, "gpu_generic" if kind in GPU_KINDS else None
+    )
+    if name is None:
+        raise WorkerError("bad_params", f"build_and_measure does not support target kind {kind}")
+    return importlib.import_module(f"tvm.relax.backend.{name}.pipeline")
+
+
+def _build(lowered, target):
+    """Build a module whose tasks are already fused PrimFuncs: no LegalizeOps/FuseOps again
+    (they would merge our tasks), DLight for what is left unscheduled on GPUs."""
+    rp = _backend_pipeline_module(target)
     is_gpu = target.kind.name in GPU_KINDS
     passes = []
     if is_gpu:
@@ -282,7 +297,8 @@ def build_and_measure(params: dict) -> dict:
     except Exception as e:  # noqa: BLE001
         raise WorkerError("tvm", f"build failed: {one_line(e)}")
 
-    dev = tvm.device(target.kind.name, 0)
+    kind = target.kind.name
+    dev = tvm.device("cpu" if kind in ("llvm", "c") else kind, 0)
     if not dev.exist:
         raise WorkerError("tvm", f"no {target.kind.name} device on this machine to measure on")
     inputs_np = _random_inputs(spec, seed)

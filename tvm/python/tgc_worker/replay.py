@@ -117,6 +117,7 @@ class ReplayOutcome:
     sch: Schedule | None = None
     error: str | None = None
     repaired_decisions: int = 0
+    applied: bool = False  # the trace replayed on the workload as is (before postprocessing)
     attempts: list = field(default_factory=list)  # (mode, error) of failed attempts
 
     def as_json(self) -> dict:
@@ -154,6 +155,12 @@ def _repaired_apply(trace: Trace, orig_decisions: dict, workload, counter_ref: l
     return sch
 
 
+def block_names(workload) -> frozenset:
+    """Names of the blocks under the workload's root block."""
+    sch = new_schedule(workload)
+    return frozenset(sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root")))
+
+
 def replay(
     workload,
     target,
@@ -164,88 +171,117 @@ def replay(
 ) -> ReplayOutcome:
     """Replay one trace (already validated by parse_trace_json) on `workload`.
 
-    1. exact: the trace as is. If TVM had to change no decision and the postprocessors pass,
-       the mode is "exact".
-    2. repaired: when a decision did not fit (TVM changed it while replaying) or the exact
-       replay's postprocessors failed, re-apply with tile factors repaired by repair_tile;
-       if that fails too, keep TVM's own repair when its postprocessors pass.
-    3. anchor: when the trace does not replay at all (other block names, another fused
-       tail) and the trace's own workload is known: replay it there and transfer it with
-       ms.trace_apply.schedule_using_anchor_trace.
+    `source_workload` is the workload the trace was tuned on, when known.
+
+    1. exact: the trace as is. If TVM had to change no decision, the postprocessors pass and
+       the source workload (when known) is structurally equal to `workload`, the mode is
+       "exact".
+    2. repaired: when a decision did not fit (TVM changed it while replaying), the
+       exact replay's postprocessors failed, or the source workload has other extents:
+       re-apply with tile factors repaired by repair_tile; if that fails, keep TVM's own
+       repair when its postprocessors pass.
+    3. anchor: when the source workload has other blocks than `workload` (another fused
+       tail), or when the trace does not replay at all: replay it on the source workload and
+       transfer it with ms.trace_apply.schedule_using_anchor_trace. Needs the source
+       workload. With other blocks this is tried first; when TVM's transfer fails (it needs
+       the trace to schedule the tail), steps 1-2 follow, and a success there is "repaired".
     """
-    from tvm.s_tir import meta_schedule as ms
+    import tvm_ffi
 
     tj = strip_postproc(trace_json)
-    orig = _decision_map(tj[1])
     out = ReplayOutcome(ok=False)
+    same_workload = source_workload is None or tvm_ffi.structural_equal(source_workload, workload)
+    same_blocks = same_workload or block_names(source_workload) == block_names(workload)
 
-    # 1. exact
-    sch1 = new_schedule(workload)
-    applied = False
-    try:
-        Trace.apply_json_to_schedule(tj, sch1)
-        applied = True
-    except Exception:  # noqa: BLE001 - TVM's ScheduleError & co
-        out.attempts.append(("exact", f"replay failed: {_replay_error(tj, workload)}"))
-    if applied:
-        new = _decision_map(trace_to_json(sch1.trace, remove_postproc=True)[1])
-        changed = [k for k in orig if new.get(k) != orig[k]]
-        trace1 = sch1.trace
-        if not changed:
-            try:
-                failed = run_postprocs(sch1, postprocs)
-            except Exception as e:  # noqa: BLE001
-                failed = f"postprocessing raised {one_line(e)}"
-            if failed is None:
-                out.ok, out.mode, out.sch = True, "exact", sch1
+    if same_blocks:
+        if _replay_direct(out, tj, workload, postprocs, same_workload):
+            return out
+        if allow_anchor and not out.applied:
+            if _replay_anchor(out, tj, workload, target, postprocs, source_workload):
                 return out
-            out.attempts.append(("exact", f"postprocessor {failed} rejected the schedule"))
-        # 2. repaired
-        try:
-            counter: list = []
-            sch2 = _repaired_apply(trace1, orig, workload, counter)
-            failed = run_postprocs(sch2, postprocs)
-            if failed is None:
-                out.ok, out.mode, out.sch = True, "repaired", sch2
-                out.repaired_decisions = max(counter[0], len(changed))
-                return out
-            out.attempts.append(("repaired", f"postprocessor {failed} rejected the schedule"))
-        except Exception as e:  # noqa: BLE001
-            out.attempts.append(("repaired", f"replay failed: {one_line(e)}"))
-        if changed:
-            # TVM's own repair (the schedule of step 1)
-            try:
-                failed = run_postprocs(sch1, postprocs)
-                if failed is None:
-                    out.ok, out.mode, out.sch = True, "repaired", sch1
-                    out.repaired_decisions = len(changed)
-                    return out
-                out.attempts.append(
-                    ("repaired", f"TVM's repair: postprocessor {failed} rejected the schedule")
-                )
-            except Exception as e:  # noqa: BLE001
-                out.attempts.append(("repaired", f"TVM's repair raised {one_line(e)}"))
-
-    # 3. anchor
-    if not applied and allow_anchor:
-        if source_workload is None:
-            out.attempts.append(("anchor", "not tried: no source_task given for this trace"))
-        else:
-            try:
-                src = new_schedule(source_workload)
-                Trace.apply_json_to_schedule(tj, src)
-                sch3 = new_schedule(workload)
-                ms.trace_apply.schedule_using_anchor_trace(sch3, src.trace, target)
-                failed = run_postprocs(sch3, postprocs)
-                if failed is None:
-                    out.ok, out.mode, out.sch = True, "anchor", sch3
-                    return out
-                out.attempts.append(("anchor", f"postprocessor {failed} rejected the schedule"))
-            except Exception as e:  # noqa: BLE001
-                out.attempts.append(("anchor", f"failed: {one_line(e)}"))
-
+    else:
+        # another fused tail: the anchor block's schedule is what transfers
+        if allow_anchor and _replay_anchor(out, tj, workload, target, postprocs, source_workload):
+            return out
+        # TVM's anchor transfer needs the trace to schedule the tail; when it does not, the
+        # trace may still replay here (blocks it does not name stay as they are)
+        if _replay_direct(out, tj, workload, postprocs, same_workload=False):
+            return out
     out.error = "; ".join(f"{m}: {msg}" for m, msg in out.attempts) or "replay failed"
     return out
+
+
+def _replay_direct(out: ReplayOutcome, tj, workload, postprocs, same_workload: bool) -> bool:
+    """Steps 1 and 2 of replay(); fills `out` and returns True on success."""
+    orig = _decision_map(tj[1])
+    sch1 = new_schedule(workload)
+    try:
+        Trace.apply_json_to_schedule(tj, sch1)
+    except Exception:  # noqa: BLE001 - TVM's ScheduleError & co
+        out.attempts.append(("exact", f"replay failed: {_replay_error(tj, workload)}"))
+        return False
+    out.applied = True
+    new = _decision_map(trace_to_json(sch1.trace, remove_postproc=True)[1])
+    changed = [k for k in orig if new.get(k) != orig[k]]
+    trace1 = sch1.trace
+    if not changed:
+        try:
+            failed = run_postprocs(sch1, postprocs)
+        except Exception as e:  # noqa: BLE001
+            failed = f"postprocessing raised {one_line(e)}"
+        if failed is None:
+            out.ok, out.sch = True, sch1
+            out.mode = "exact" if same_workload else "repaired"
+            return True
+        out.attempts.append(("exact", f"postprocessor {failed} rejected the schedule"))
+    # 2. repaired
+    try:
+        counter: list = []
+        sch2 = _repaired_apply(trace1, orig, workload, counter)
+        failed = run_postprocs(sch2, postprocs)
+        if failed is None:
+            out.ok, out.mode, out.sch = True, "repaired", sch2
+            out.repaired_decisions = max(counter[0], len(changed))
+            return True
+        out.attempts.append(("repaired", f"postprocessor {failed} rejected the schedule"))
+    except Exception as e:  # noqa: BLE001
+        out.attempts.append(("repaired", f"replay failed: {one_line(e)}"))
+    if changed:
+        # TVM's own repair (the schedule of step 1)
+        try:
+            failed = run_postprocs(sch1, postprocs)
+            if failed is None:
+                out.ok, out.mode, out.sch = True, "repaired", sch1
+                out.repaired_decisions = len(changed)
+                return True
+            out.attempts.append(
+                ("repaired", f"TVM's repair: postprocessor {failed} rejected the schedule")
+            )
+        except Exception as e:  # noqa: BLE001
+            out.attempts.append(("repaired", f"TVM's repair raised {one_line(e)}"))
+    return False
+
+
+def _replay_anchor(out: ReplayOutcome, tj, workload, target, postprocs, source_workload) -> bool:
+    """Step 3 of replay(); fills `out` and returns True on success."""
+    from tvm.s_tir import meta_schedule as ms
+
+    if source_workload is None:
+        out.attempts.append(("anchor", "not tried: no source_task given for this trace"))
+        return False
+    try:
+        src = new_schedule(source_workload)
+        Trace.apply_json_to_schedule(tj, src)
+        sch3 = new_schedule(workload)
+        ms.trace_apply.schedule_using_anchor_trace(sch3, src.trace, target)
+        failed = run_postprocs(sch3, postprocs)
+        if failed is None:
+            out.ok, out.mode, out.sch = True, "anchor", sch3
+            return True
+        out.attempts.append(("anchor", f"postprocessor {failed} rejected the schedule"))
+    except Exception as e:  # noqa: BLE001
+        out.attempts.append(("anchor", f"failed: {one_line(e)}"))
+    return False
 
 
 def sample_traces(ctx, count: int, seed: int, max_attempts: int) -> tuple[list, int]:
