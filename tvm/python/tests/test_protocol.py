@@ -70,12 +70,37 @@ class TestProtocol(unittest.TestCase):
         r = w.request("lower", {"task": bad, "target": LLVM})
         self.assertEqual(r["error"]["kind"], "bad_task")
         self.assertIn("'stride'", r["error"]["message"])
+        bad = conv_task("channels")
+        bad["params"][1]["shape"] = [8, 5, 3, 3]
+        r = w.request("lower", {"task": bad, "target": LLVM})
+        self.assertEqual((r["error"]["kind"], r["error"]["task"]), ("bad_task", "channels"))
+        self.assertIn("Relax rejects it", r["error"]["message"])
         bad = conv_task("use_before_def")
         bad["bindings"][0]["operands"] = [0, 9]
         r = w.request("lower", {"task": bad, "target": LLVM})
         self.assertEqual(r["error"]["kind"], "bad_task")
         r = w.request("replay", {"task": conv_task("c"), "target": LLVM, "traces": [[1, 2, 3]]})
         self.assertEqual(r["error"]["kind"], "bad_trace")
+
+    def test_tvm_exception_is_an_error_response(self):
+        import tempfile
+
+        w = shared_worker()
+        task = conv_task("c")
+        module = {
+            "params": task["params"],
+            "tasks": [task],
+            "calls": [{"task": "c", "args": [0, 1, 2]}],
+            "results": [3],
+        }
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "database_workload.json"), "w") as f:
+                f.write("garbage\n")
+            open(os.path.join(d, "database_tuning_record.json"), "w").close()
+            r = w.request("build_and_measure", {"module": module, "records": d, "target": LLVM})
+        self.assertEqual(r["error"]["kind"], "tvm", r)
+        self.assertNotIn("\n", r["error"]["message"])
+        self.assertEqual(w.call("hello")["protocol"], 1)
 
     def test_eof_exits_cleanly_and_shutdown(self):
         w = WorkerProcess()

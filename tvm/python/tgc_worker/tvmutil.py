@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import sys
 import threading
 
@@ -73,6 +74,16 @@ CUDA_DEFAULTS = {"max_threads_per_block": 1024, "max_shared_memory_per_block": 4
 GPU_KINDS = ("cuda", "rocm", "vulkan", "metal", "opencl", "nvptx", "webgpu")
 
 
+def physical_cores() -> int:
+    try:
+        import psutil
+
+        n = psutil.cpu_count(logical=False)
+    except ImportError:
+        n = None
+    return int(n or os.cpu_count() or 1)
+
+
 def parse_target(obj, task: str | None = None, with_host: bool = False) -> tvm.target.Target:
     if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
         raise WorkerError(
@@ -84,6 +95,9 @@ def parse_target(obj, task: str | None = None, with_host: bool = False) -> tvm.t
         # need them. Values of every NVIDIA GPU since Kepler (48 KiB static shared memory).
         for k, v in CUDA_DEFAULTS.items():
             cfg.setdefault(k, v)
+    if cfg["kind"] == "llvm" and "num-cores" not in cfg:
+        # MetaSchedule refuses an llvm target without it; default to this machine's cores
+        cfg["num-cores"] = physical_cores()
     if with_host and cfg["kind"] in GPU_KINDS and "host" not in cfg:
         cfg["host"] = {"kind": "llvm"}
     try:
