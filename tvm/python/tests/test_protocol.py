@@ -1,0 +1,276 @@
+"""Protocol, error paths, lowering and the op table (fast: no tuning, no measuring)."""
+
+import json
+import os
+import re
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+
+from tasks import CUDA, LLVM, T, conv_task, matmul_task  # noqa: E402
+from worker_client import WorkerProcess, shared_worker  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+
+
+class TestProtocol(unittest.TestCase):
+    def test_hello(self):
+        r = shared_worker().call("hello")
+        self.assertEqual(r["protocol"], 1)
+        self.assertTrue(r["tvm"].startswith("0.27"), r["tvm"])
+        self.assertTrue(r["tvm_ffi"])
+        self.assertIn("llvm", r["targets"])
+        self.assertIn("cuda", r["targets"])
+        self.assertIn("cpu", r["devices"])
+
+    def test_bad_requests_keep_the_worker_serving(self):
+        w = shared_worker()
+        r = w.send_raw("this is not json")
+        self.assertEqual(r["error"]["kind"], "protocol")
+        self.assertIsNone(r["id"])
+        r = w.send_raw(json.dumps({"v": 2, "id": 7, "method": "hello"}))
+        self.assertEqual((r["id"], r["error"]["kind"]), (7, "version"))
+        r = w.send_raw(json.dumps({"v": 1, "id": 8, "method": "frobnicate"}))
+        self.assertEqual(r["error"]["kind"], "unknown_method")
+        r = w.request("lower", {"target": LLVM})
+        self.assertEqual(r["error"]["kind"], "bad_params")
+        r = w.request("lower", {"task": conv_task("c"), "target": "llvm"})
+        self.assertEqual(r["error"]["kind"], "bad_params")
+        self.assertEqual(r["error"]["task"], "c")
+        self.assertEqual(w.call("hello")["protocol"], 1)
+
+    def test_unknown_op_names_the_task(self):
+        w = shared_worker()
+        task = conv_task("fused_conv2d_frob")
+        task["bindings"][1]["op"] = "nn.frobnicate"
+        r = w.request("lower", {"task": task, "target": LLVM})
+        self.assertEqual(r["error"]["kind"], "unsupported_op")
+        self.assertEqual(r["error"]["task"], "fused_conv2d_frob")
+        self.assertIn("nn.frobnicate", r["error"]["message"])
+        self.assertNotIn("\n", r["error"]["message"])
+        # the same request through tune and replay, and then the worker still works
+        for m in ("replay", "tune"):
+            r = w.request(m, {"task": task, "target": LLVM, "work_dir": "/tmp/unused"})
+            self.assertEqual(r["error"]["kind"], "unsupported_op", r)
+            self.assertEqual(r["error"]["task"], "fused_conv2d_frob")
+        self.assertIn("structural_hash", w.call("lower", {"task": conv_task("c"), "target": LLVM}))
+
+    def test_bad_task_errors(self):
+        w = shared_worker()
+        bad = conv_task("wrong_shape")
+        bad["bindings"][0]["results"] = [T([1, 8, 15, 15])]
+        r = w.request("lower", {"task": bad, "target": LLVM})
+        self.assertEqual(r["error"]["kind"], "bad_task")
+        self.assertIn("Relax infers [1, 8, 16, 16] float32", r["error"]["message"])
+        bad = conv_task("bad_attr")
+        bad["bindings"][0]["attrs"]["stride"] = [2, 2]
+        r = w.request("lower", {"task": bad, "target": LLVM})
+        self.assertEqual(r["error"]["kind"], "bad_task")
+        self.assertIn("'stride'", r["error"]["message"])
+        bad = conv_task("channels")
+        bad["params"][1]["shape"] = [8, 5, 3, 3]
+        r = w.request("lower", {"task": bad, "target": LLVM})
+        self.assertEqual((r["error"]["kind"], r["error"]["task"]), ("bad_task", "channels"))
+        self.assertIn("Relax rejects it", r["error"]["message"])
+        bad = conv_task("use_before_def")
+        bad["bindings"][0]["operands"] = [0, 9]
+        r = w.request("lower", {"task": bad, "target": LLVM})
+        self.assertEqual(r["error"]["kind"], "bad_task")
+        r = w.request("replay", {"task": conv_task("c"), "target": LLVM, "traces": [[1, 2, 3]]})
+        self.assertEqual(r["error"]["kind"], "bad_trace")
+
+    def test_tvm_exception_is_an_error_response(self):
+        import tempfile
+
+        w = shared_worker()
+        task = conv_task("c")
+        module = {
+            "params": task["params"],
+            "tasks": [task],
+            "calls": [{"task": "c", "args": [0, 1, 2]}],
+            "results": [3],
+        }
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "database_workload.json"), "w") as f:
+                f.write("garbage\n")
+            open(os.path.join(d, "database_tuning_record.json"), "w").close()
+            r = w.request("build_and_measure", {"module": module, "records": d, "target": LLVM})
+        self.assertEqual(r["error"]["kind"], "tvm", r)
+        self.assertNotIn("\n", r["error"]["message"])
+        self.assertEqual(w.call("hello")["protocol"], 1)
+
+    def test_eof_exits_cleanly_and_shutdown(self):
+        w = WorkerProcess()
+        self.assertEqual(w.call("hello")["protocol"], 1)
+        self.assertEqual(w.close(), 0)
+        w = WorkerProcess()
+        self.assertEqual(w.call("shutdown"), {})
+        self.assertEqual(w.proc.wait(timeout=30), 0)
+
+
+class TestLower(unittest.TestCase):
+    def test_hash_stable_and_equal_to_extract_tasks(self):
+        import tvm
+        from tvm.s_tir import meta_schedule as ms
+
+        from tgc_worker.lower import lower_task, structural_hash_u64
+        from tgc_worker.task import parse_task
+
+        w = shared_worker()
+        for task in (conv_task("fused_conv2d_add_relu"), matmul_task("matmul")):
+            r = w.call("lower", {"task": task, "target": LLVM})
+            self.assertRegex(r["structural_hash"], r"^[0-9]+$")
+            self.assertIn("def main(", r["tir"])
+            # in this process, renamed params and task: same hash
+            renamed = json.loads(json.dumps(task))
+            renamed["name"] = task["name"] + "_other"
+            for p in renamed["params"]:
+                p["name"] = p["name"] + "_renamed"
+            lt = lower_task(parse_task(renamed))
+            self.assertEqual(lt.structural_hash, r["structural_hash"])
+            # extract_tasks on the lowered Relax module finds exactly this workload
+            ext = ms.relax_integration.extract_tasks(lt.lowered, tvm.target.Target(LLVM))
+            self.assertEqual(len(ext), 1)
+            self.assertEqual(ext[0].task_name, renamed["name"])
+            self.assertEqual(structural_hash_u64(ext[0].dispatched[0]), r["structural_hash"])
+            # and workload_json round-trips to the same hash
+            wl = tvm.ir.load_json(r["workload_json"])
+            self.assertEqual(structural_hash_u64(wl), r["structural_hash"])
+
+    def test_shapes_change_the_hash(self):
+        w = shared_worker()
+        h16 = w.call("lower", {"task": conv_task("c", hw=16), "target": LLVM})["structural_hash"]
+        h32 = w.call("lower", {"task": conv_task("c", hw=32), "target": LLVM})["structural_hash"]
+        hcuda = w.call("lower", {"task": conv_task("c", hw=16), "target": CUDA})["structural_hash"]
+        self.assertNotEqual(h16, h32)
+        self.assertEqual(h16, hcuda)  # lowering does not depend on the target
+
+    def test_constants_are_lifted_in_first_use_order(self):
+        from tgc_worker.lower import lower_task
+        from tgc_worker.task import parse_task
+
+        task = {
+            "name": "fused_conv2d_multiply_clip",
+            "params": [dict(name="x", **T([1, 4, 8, 8])), dict(name="w", **T([4, 4, 1, 1]))],
+            "bindings": [
+                {"op": "nn.conv2d", "operands": [0, 1], "results": [T([1, 4, 8, 8])]},
+                {"op": "constant", "attrs": {"value": [0.5], "shape": [1, 4, 1, 1], "dtype": "float32"},
+                 "results": [T([1, 4, 1, 1])]},
+                {"op": "multiply", "operands": [2, 3], "results": [T([1, 4, 8, 8])]},
+                {"op": "clip", "operands": [4], "attrs": {"min": 0, "max": 6}, "results": [T([1, 4, 8, 8])]},
+            ],
+            "results": [5],
+        }
+        lt = lower_task(parse_task(task))
+        params = lt.workload["main"].params
+        self.assertEqual(len(params), 4)  # x, w, the lifted constant, the output
+        fn = lt.relax_mod[task["name"]]
+        self.assertEqual([p.name for p in fn.params], ["x", "w", "c1"])
+        # the constant's value is not part of the workload
+        task2 = json.loads(json.dumps(task))
+        task2["bindings"][1]["attrs"]["value"] = [2.0]
+        self.assertEqual(lower_task(parse_task(task2)).structural_hash, lt.structural_hash)
+
+
+def _one(op, ins, out, attrs=None, extra=()):
+    params = [dict(name=f"p{i}", **t) for i, t in enumerate(ins)]
+    b = list(extra) + [
+        {"op": op, "operands": list(range(len(ins))), "attrs": attrs or {},
+         "results": out if isinstance(out, list) else [out]}
+    ]
+    n = len(out) if isinstance(out, list) else 1
+    return {"name": "t_" + re.sub(r"\W", "_", op), "params": params, "bindings": b,
+            "results": list(range(len(ins), len(ins) + n))}
+
+
+X = T([2, 4, 8, 8])
+ONE_OP_CASES = [
+    ("nn.conv2d", [X, T([6, 4, 3, 3])], T([2, 6, 8, 8]), {"padding": [1, 1, 1, 1]}),
+    ("nn.conv2d", [X, T([4, 1, 3, 3])], T([2, 4, 4, 4]), {"strides": [2, 2], "padding": [1, 1, 1, 1], "groups": 4}),
+    ("nn.conv2d_transpose", [X, T([4, 3, 2, 2])], T([2, 3, 16, 16]), {"strides": [2, 2]}),
+    ("matmul", [T([3, 5]), T([5, 7])], T([3, 7]), None),
+    ("nn.dense", [T([3, 5]), T([7, 5])], T([3, 7]), None),
+    ("nn.batch_matmul", [T([2, 3, 5]), T([2, 7, 5])], T([2, 3, 7]), None),
+    ("nn.batch_matmul", [T([2, 5, 3]), T([2, 5, 7])], T([2, 3, 7]), {"transpose_a": True, "transpose_b": False}),
+    ("nn.hard_swish", [X], X, None),
+    ("nn.hard_sigmoid", [X], X, {"alpha": 0.25}),
+    ("clip", [X], X, {"min": -1, "max": 1.5}),
+    ("nn.leakyrelu", [X], X, {"alpha": 0.1}),
+    ("astype", [X], T([2, 4, 8, 8], "float16"), {"dtype": "float16"}),
+    ("where", [T([2, 4, 8, 8], "bool"), X, T([1, 4, 1, 1])], X, None),
+    ("greater", [X, T([8])], T([2, 4, 8, 8], "bool"), None),
+    ("mean", [X], T([2, 4, 1, 1]), {"axis": [2, 3], "keepdims": True}),
+    ("sum", [X], T([]), None),
+    ("argmax", [X], T([2, 8, 8], "int64"), {"axis": 1}),
+    ("nn.batch_norm", [X, T([4]), T([4]), T([4]), T([4])], X, {"epsilon": 1e-3}),
+    ("nn.layer_norm", [X, T([8]), T([8])], X, {"axes": [-1]}),
+    ("nn.softmax", [X], X, None),
+    ("nn.log_softmax", [X], X, {"axis": 1}),
+    ("nn.max_pool2d", [X], T([2, 4, 4, 4]), {"pool_size": [2, 2], "strides": [2, 2]}),
+    ("nn.avg_pool2d", [X], T([2, 4, 8, 8]), {"pool_size": [3, 3], "padding": [1, 1, 1, 1]}),
+    ("nn.adaptive_avg_pool2d", [X], T([2, 4, 1, 1]), {"output_size": [1, 1]}),
+    ("reshape", [X], T([8, 64]), {"shape": [8, 64]}),
+    ("permute_dims", [X], T([2, 8, 8, 4]), {"axes": [0, 2, 3, 1]}),
+    ("concat", [X, X, X], T([2, 12, 8, 8]), {"axis": 1}),
+    ("split", [X], [T([2, 1, 8, 8]), T([2, 3, 8, 8])], {"indices_or_sections": [1], "axis": 1}),
+    ("strided_slice", [X], T([2, 4, 4, 8]), {"axes": [2], "begin": [0], "end": [8], "strides": [2]}),
+    ("nn.pad", [X], T([2, 4, 10, 11]), {"pad_width": [0, 0, 0, 0, 1, 1, 0, 3]}),
+    ("image.resize2d", [X], T([2, 4, 16, 16]), {"size": [16, 16]}),
+    ("squeeze", [T([2, 1, 8, 1])], T([2, 8]), {"axis": [1, 3]}),
+    ("expand_dims", [T([2, 8])], T([2, 1, 8]), {"axis": [1]}),
+    ("flatten", [X], T([512]), None),
+    ("take", [T([10, 4]), T([3], "int64")], T([3, 4]), {"axis": 0}),
+    ("broadcast_to", [T([1, 4, 1, 1])], X, {"shape": [2, 4, 8, 8]}),
+    ("tile", [T([2, 3])], T([4, 9]), {"repeats": [2, 3]}),
+]
+
+
+class TestOpTable(unittest.TestCase):
+    def test_every_op_lowers(self):
+        from tgc_worker.lower import lower_task
+        from tgc_worker.ops import OPS
+        from tgc_worker.task import parse_task
+
+        cases = list(ONE_OP_CASES)
+        covered = {c[0] for c in cases}
+        # the remaining elementwise ops: unary on X, binary on (X, X)
+        for name, spec in OPS.items():
+            if name in covered or name == "constant":
+                continue
+            if name in ("max", "min", "prod"):
+                cases.append((name, [X], T([2, 4]), {"axis": [2, 3]}))
+            elif name == "argmin":
+                cases.append((name, [X], T([], "int64"), None))
+            elif spec.min_operands == 1:
+                cases.append((name, [X], X, None))
+            elif spec.min_operands == 2:
+                out = T([2, 4, 8, 8], "bool") if name in ("equal", "not_equal", "less", "less_equal", "greater_equal") else X
+                cases.append((name, [X, X], out, None))
+        lowered = set()
+        for op, ins, out, attrs in cases:
+            with self.subTest(op=op, attrs=attrs):
+                lt = lower_task(parse_task(_one(op, ins, out, attrs)))
+                self.assertIn("main", [gv.name_hint for gv in lt.workload.get_global_vars()])
+                lowered.add(op)
+        self.assertEqual(lowered, set(OPS) - {"constant"})
+
+    def test_op_names_match_the_rust_table(self):
+        from tgc_worker.ops import OPS
+
+        path = os.path.join(REPO, "ir", "src", "ops", "table.rs")
+        if not os.path.exists(path):
+            self.skipTest("ir/src/ops/table.rs not found")
+        src = open(path).read()
+        names = set(re.findall(r'name:\s*"([^"]+)"', src))
+        names |= set(re.findall(r'\b(?:op|unary|binary|reduction|injective)\(\s*"([^"]+)"', src))
+        self.assertTrue(names)
+        self.assertEqual(names - set(OPS), set(), "ops of the Rust table the worker does not know")
+        if len(names) > 10:  # the full table (not the 3-op skeleton of early branches)
+            self.assertEqual(set(OPS) - names, set(), "ops the Rust table no longer has")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,116 @@
+"""Replay of traces: exact, tile repair across shapes, anchor transfer, CUDA without a GPU.
+
+The traces come from `sample` (random valid schedules of the design space), so nothing is
+measured here.
+"""
+
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+
+from tasks import CUDA, LLVM, conv_task, matmul_task  # noqa: E402
+from worker_client import shared_worker  # noqa: E402
+
+
+def sample(task, target, count=4):
+    r = shared_worker().call("sample", {"task": task, "target": target, "count": count, "seed": 7})
+    assert len(r["traces"]) >= 2, r
+    return r["traces"]
+
+
+def replay(task, target, traces):
+    return shared_worker().call("replay", {"task": task, "target": target, "traces": traces})[
+        "results"
+    ]
+
+
+class TestReplay(unittest.TestCase):
+    def test_exact(self):
+        for task in (conv_task("fused_conv2d_add_relu"), matmul_task("matmul")):
+            traces = sample(task, LLVM)
+            for res in replay(task, LLVM, traces):
+                self.assertEqual((res["ok"], res["mode"], res["error"]), (True, "exact", None))
+
+    def test_tile_repair_across_shapes(self):
+        # a 3x3 conv trace of 16x16 spatial replayed on 32x32 and on 28x28 with 12 channels
+        traces = sample(conv_task("c16", hw=16), LLVM)
+        for task in (conv_task("c32", hw=32), conv_task("c28", hw=28, c=12)):
+            for res in replay(task, LLVM, traces):
+                self.assertTrue(res["ok"], res)
+                self.assertEqual(res["mode"], "repaired")
+                self.assertGreater(res["repaired_decisions"], 0)
+
+    def test_repair_tile_rule(self):
+        from tgc_worker.replay import repair_tile
+
+        self.assertEqual(repair_tile([2, 8, 1, 1], 16, 64), [2, 8, 1, 1])  # fits: unchanged
+        self.assertEqual(repair_tile([2, 8, 1, 1], 32, 64), [4, 8, 1, 1])  # outermost grows
+        self.assertEqual(repair_tile([1, 4, 2, 8], 28, 64), [1, 2, 2, 7])  # nearest divisors
+        r = repair_tile([1, 1, 1, 64], 100, 16)
+        self.assertEqual(r[0] * r[1] * r[2] * r[3], 100)
+        self.assertLessEqual(r[3], 16)
+
+    def test_anchor_transfer(self):
+        # conv2d+relu traces applied to conv2d+add+relu
+        src = conv_task("fused_conv2d_relu", tail="relu")
+        dst = conv_task("fused_conv2d_add_relu")
+        traces = sample(src, LLVM)
+        items = [{"trace": t, "source_task": src} for t in traces]
+        results = replay(dst, LLVM, items)
+        for res in results:
+            # TVM's anchor transfer needs the trace to schedule the relu; traces that leave it
+            # alone replay directly instead (the add stays its own loop nest): "repaired"
+            self.assertTrue(res["ok"], res)
+            self.assertIn(res["mode"], ("anchor", "repaired"))
+        self.assertIn("anchor", [r["mode"] for r in results])
+        # the other way round (the trace names T_add, which conv2d+relu lacks): it does not
+        # replay, and without the source task there is nothing to anchor on
+        back = sample(dst, LLVM, count=2)
+        for res in replay(src, LLVM, back):
+            self.assertFalse(res["ok"])
+            self.assertIsNone(res["mode"])
+            self.assertIn("exact: replay failed: ScheduleError", res["error"])
+            self.assertIn("no source_task", res["error"])
+            self.assertNotIn("\n", res["error"])
+        # with it, TVM's anchor transfer takes over; it fails for traces that leave the
+        # elementwise tail alone (design spaces without consumer fusion), one line each
+        results = replay(src, LLVM, [{"trace": t, "source_task": dst} for t in sample(dst, LLVM)])
+        self.assertIn("anchor", [r["mode"] for r in results])
+        for res in results:
+            self.assertIn((res["ok"], res["mode"]), [(True, "anchor"), (False, None)])
+            if not res["ok"]:
+                self.assertIn("anchor: failed", res["error"])
+
+    def test_cuda_without_gpu(self):
+        w = shared_worker()
+        task = conv_task("fused_conv2d_add_relu")
+        lowered = w.call("lower", {"task": task, "target": CUDA})
+        self.assertIn("max_threads_per_block", lowered["target"])
+        traces = sample(task, CUDA)
+        for res in replay(task, CUDA, traces):
+            self.assertEqual((res["ok"], res["mode"]), (True, "exact"), res)
+        for res in replay(conv_task("c32", hw=32), CUDA, traces):
+            self.assertEqual((res["ok"], res["mode"]), (True, "repaired"), res)
+        src = conv_task("fused_conv2d_relu", tail="relu")
+        items = [{"trace": t, "source_task": src} for t in sample(src, CUDA)]
+        results = replay(task, CUDA, items)
+        for res in results:
+            self.assertTrue(res["ok"], res)
+        self.assertIn("anchor", [r["mode"] for r in results])
+        mm = matmul_task("matmul")
+        for res in replay(mm, CUDA, sample(mm, CUDA, count=2)):
+            self.assertEqual((res["ok"], res["mode"]), (True, "exact"), res)
+        # a CPU trace on CUDA: either the GPU postprocessors make it valid (they bind unbound
+        # loops to threads) or it is rejected with a one-line reason
+        for res in replay(task, CUDA, sample(task, LLVM, count=2)):
+            self.assertEqual(res["ok"], res["error"] is None, res)
+            if not res["ok"]:
+                self.assertNotIn("\n", res["error"])
+
+
+if __name__ == "__main__":
+    unittest.main()

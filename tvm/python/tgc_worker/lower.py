@@ -1,0 +1,248 @@
+"""Task JSON -> Relax Primitive function -> lowered task PrimFunc (the MetaSchedule workload)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+import tvm
+import tvm_ffi
+from tvm import relax
+
+from .errors import WorkerError, one_line
+from .ops import OPS
+from .task import Task
+
+# The passes between our Relax module and MetaSchedule's tasks. No FuseOps: each task
+# function already is one group (Primitive=1), FuseTIR turns it into one PrimFunc.
+# DecomposeOpsForInference only matters for nn.batch_norm (as in TVM's own pipeline).
+
+
+def lowering_passes():
+    return tvm.transform.Sequential(
+        [
+            relax.transform.DecomposeOpsForInference(),
+            relax.transform.LegalizeOps(),
+            relax.transform.AnnotateTIROpPattern(),
+            relax.transform.FuseTIR(),
+        ]
+    )
+
+
+def normalize_mod(func) -> tvm.IRModule:
+    """The IRModule MetaSchedule tunes for a PrimFunc (what extract_tasks/TuneContext do)."""
+    return tvm.get_global_func("tvm.s_tir.meta_schedule.normalize_mod")(func)
+
+
+def structural_hash_u64(obj) -> str:
+    return str(tvm_ffi.structural_hash(obj) & 0xFFFFFFFFFFFFFFFF)
+
+
+@dataclass
+class TaskFunction:
+    """A task emitted as a Relax Primitive function into a BlockBuilder."""
+
+    task: Task
+    gv: relax.GlobalVar
+    # what a caller passes, in order: ("param", k) = the task's k-th declared param,
+    # ("const", ndarray) = a lifted `constant` binding
+    call_plan: list
+
+
+def _np_constant(attrs: dict) -> np.ndarray:
+    shape = tuple(attrs["shape"])
+    vals = attrs["value"]
+    arr = np.array(vals, dtype="float64")
+    if arr.size == 1:
+        arr = np.full(shape, arr.reshape(()), dtype="float64")
+    else:
+        arr = arr.reshape(shape)
+    return arr.astype(attrs["dtype"])
+
+
+def _param_order(task: Task) -> list:
+    """Order of the Primitive function's parameters: declared params plus lifted constants.
+
+    Declared params keep their order; each constant goes right before the first declared
+    param whose first use comes after the constant's first use (so when the declared params
+    are in order of first use, as TVM's FuseOps makes them, the whole list is in order of
+    first use, as FuseOps' lift_constants makes it).
+    """
+    n_params = len(task.params)
+    first_use: dict[int, tuple] = {}
+    value_of_binding: list[int] = []
+    v = n_params
+    for bi, b in enumerate(task.bindings):
+        for oi, x in enumerate(b.operands):
+            first_use.setdefault(x, (bi, oi))
+        value_of_binding.append(v)
+        v += len(b.results)
+    inf = (float("inf"), 0)
+    consts = [
+        (first_use.get(value_of_binding[bi], inf), bi)
+        for bi, b in enumerate(task.bindings)
+        if b.op == "constant"
+    ]
+    consts.sort()
+    order = []
+    ci = 0
+    for k in range(n_params):
+        fu = first_use.get(k, inf)
+        while ci < len(consts) and consts[ci][0] < fu:
+            order.append(("const", consts[ci][1]))
+            ci += 1
+        order.append(("param", k))
+    order.extend(("const", bi) for _, bi in consts[ci:])
+    return order
+
+
+def _ty_matches(ty, want) -> bool:
+    if not isinstance(ty, relax.TensorType) or ty.shape is None:
+        return False
+    try:
+        shape = tuple(int(d) for d in ty.shape.values)
+    except (TypeError, ValueError):
+        return False
+    return shape == tuple(want.shape) and str(ty.dtype) == want.dtype
+
+
+def _describe(ty) -> str:
+    try:
+        return f"{[int(d) for d in ty.shape.values]} {ty.dtype}"
+    except Exception:  # noqa: BLE001 - only used for a message
+        return str(ty)
+
+
+def emit_task_function(bb: relax.BlockBuilder, task: Task) -> TaskFunction:
+    """Emit `task` into bb as a Relax function with attribute Primitive=1."""
+    order = _param_order(task)
+    fn_params = []
+    value_var: dict[int, relax.Expr] = {}
+    binding_first_value = []
+    v = len(task.params)
+    for b in task.bindings:
+        binding_first_value.append(v)
+        v += len(b.results)
+    call_plan = []
+    for kind, idx in order:
+        if kind == "param":
+            p = task.params[idx]
+            var = relax.Var(p.name, relax.TensorType(list(p.ty.shape), p.ty.dtype))
+            value_var[idx] = var
+            call_plan.append(("param", idx))
+        else:
+            b = task.bindings[idx]
+            ty = b.results[0]
+            var = relax.Var(f"c{idx}", relax.TensorType(list(ty.shape), ty.dtype))
+            value_var[binding_first_value[idx]] = var
+            call_plan.append(("const", _np_constant(b.attrs)))
+        fn_params.append(var)
+
+    R = relax.op
+    with bb.function(task.name, fn_params, {"Primitive": 1}):
+        with bb.dataflow():
+            for bi, b in enumerate(task.bindings):
+                if b.op == "constant":
+                    continue
+                where = f"bindings[{bi}] ({b.op})"
+                operands = [value_var[x] for x in b.operands]
+                try:
+                    expr = OPS[b.op].lower(R, bb, operands, b.attrs)
+                    out = bb.emit(expr)
+                except (WorkerError, AttributeError, NameError, KeyError, IndexError):
+                    raise  # ours, or a bug in this package (reported as internal)
+                except Exception as e:  # TVM rejects the op/attrs (struct info inference)
+                    raise WorkerError(
+                        "bad_task", f"{where}: Relax rejects it: {one_line(e)}", task.name
+                    )
+                first = binding_first_value[bi]
+                if b.op == "split":
+                    n = len(b.results)
+                    if not isinstance(out.ty, relax.TupleType) or len(out.ty.fields) != n:
+                        raise WorkerError(
+                            "bad_task", f"{where}: Relax gives {out.ty}, declared {n} results", task.name
+                        )
+                    outs = [bb.emit(relax.TupleGetItem(out, k)) for k in range(n)]
+                else:
+                    outs = [out]
+                for k, (o, want) in enumerate(zip(outs, b.results)):
+                    if not _ty_matches(o.ty, want):
+                        raise WorkerError(
+                            "bad_task",
+                            f"{where}: declared result {k} is {list(want.shape)} {want.dtype}, "
+                            f"Relax infers {_describe(o.ty)}",
+                            task.name,
+                        )
+                    value_var[first + k] = o
+            res = [value_var[x] for x in task.results]
+            ret = res[0] if len(res) == 1 else relax.Tuple(res)
+            gv_out = bb.emit_output(ret)
+        bb.emit_func_output(gv_out)
+    gv = bb.get().get_global_var(task.name)
+    return TaskFunction(task, gv, call_plan)
+
+
+def call_args(tf: TaskFunction, args: list) -> list:
+    """The arguments of a call to tf, given the exprs of the task's declared params."""
+    out = []
+    for kind, x in tf.call_plan:
+        out.append(args[x] if kind == "param" else relax.const(x))
+    return out
+
+
+def task_relax_module(task: Task) -> tuple[tvm.IRModule, TaskFunction]:
+    """{task function (Primitive=1), main(params...) = task(params..., constants...)}."""
+    bb = relax.BlockBuilder()
+    tf = emit_task_function(bb, task)
+    main_params = [
+        relax.Var(p.name, relax.TensorType(list(p.ty.shape), p.ty.dtype)) for p in task.params
+    ]
+    with bb.function("main", main_params):
+        with bb.dataflow():
+            out = bb.emit_output(relax.Call(tf.gv, call_args(tf, main_params)))
+        bb.emit_func_output(out)
+    return bb.get(), tf
+
+
+def find_primfunc(lowered: tvm.IRModule, name: str, task_name: str):
+    for gv, f in lowered.functions_items():
+        if gv.name_hint == name and isinstance(f, tvm.tirx.PrimFunc):
+            return f
+    names = sorted(gv.name_hint for gv in lowered.get_global_vars())
+    raise WorkerError(
+        "tvm", f"FuseTIR left no PrimFunc named {name!r} (functions: {', '.join(names)})", task_name
+    )
+
+
+@dataclass
+class LoweredTask:
+    task: Task
+    relax_mod: tvm.IRModule  # before lowering
+    lowered: tvm.IRModule  # after FuseTIR
+    workload: tvm.IRModule  # {"main": task PrimFunc}, normalized as MetaSchedule does
+    structural_hash: str
+
+
+_CACHE: OrderedDict = OrderedDict()
+_CACHE_SIZE = 64
+
+
+def lower_task(task: Task) -> LoweredTask:
+    hit = _CACHE.get(task.key)
+    if hit is not None:
+        _CACHE.move_to_end(task.key)
+        return hit
+    mod, _ = task_relax_module(task)
+    try:
+        lowered = lowering_passes()(mod)
+    except Exception as e:
+        raise WorkerError("tvm", f"lowering failed: {one_line(e)}", task.name)
+    prim = find_primfunc(lowered, task.name, task.name)
+    workload = normalize_mod(prim)
+    lt = LoweredTask(task, mod, lowered, workload, structural_hash_u64(workload))
+    _CACHE[task.key] = lt
+    if len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return lt

@@ -1,0 +1,275 @@
+"""The JSON-lines loop: one request per stdin line, one response per stdout line."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import sys
+import time
+import traceback
+
+from . import PROTOCOL_VERSION
+from .errors import WorkerError, one_line
+
+METHODS = ("hello", "lower", "replay", "sample", "tune", "build_and_measure", "shutdown")
+
+
+def _log(msg: str) -> None:
+    print(f"tgc_worker: {msg}", file=sys.stderr, flush=True)
+
+
+def _task_name_of(params) -> str | None:
+    if isinstance(params, dict):
+        t = params.get("task")
+        if isinstance(t, dict) and isinstance(t.get("name"), str):
+            return t["name"]
+    return None
+
+
+def _finite(o):
+    """JSON has no inf/nan: turn them into null."""
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v) for v in o]
+    return o
+
+
+# ---- methods ---------------------------------------------------------------------------
+
+
+def m_hello(params: dict) -> dict:
+    import tvm
+    import tvm_ffi
+
+    kinds = sorted(tvm.target.Target.list_kinds())
+    targets = [
+        k
+        for k in kinds
+        if tvm.get_global_func(f"target.build.{k}", allow_missing=True) is not None
+    ]
+    devices = []
+    for name in ("cpu", "cuda", "rocm", "vulkan", "metal", "opencl"):
+        try:
+            if tvm.device(name, 0).exist:
+                devices.append(name)
+        except Exception:  # noqa: BLE001
+            pass
+    return {
+        "protocol": PROTOCOL_VERSION,
+        "tvm": tvm.__version__,
+        "tvm_ffi": tvm_ffi.__version__,
+        "targets": targets,
+        "devices": devices,
+        "methods": list(METHODS),
+        "pid": os.getpid(),
+    }
+
+
+def _task_and_target(params: dict):
+    from .lower import lower_task
+    from .task import parse_task
+    from .tvmutil import parse_target
+
+    if "task" not in params:
+        raise WorkerError("bad_params", "missing params.task")
+    task = parse_task(params["task"])
+    target = parse_target(params.get("target"), task.name)
+    return lower_task(task), target
+
+
+def m_lower(params: dict) -> dict:
+    lt, target = _task_and_target(params)
+    import tvm
+
+    return {
+        "task": lt.task.name,
+        "workload_json": tvm.ir.save_json(lt.workload),
+        "structural_hash": lt.structural_hash,
+        "tir": lt.workload.script(),
+        "target": str(target),
+    }
+
+
+def _traces(params: dict, key: str, task_name: str) -> list:
+    """[(trace_json, source_workload | None)] from params[key]."""
+    from .lower import lower_task
+    from .replay import parse_trace_json
+    from .task import parse_task
+
+    items = params.get(key, [])
+    if not isinstance(items, list):
+        raise WorkerError("bad_params", f"params.{key} must be a list", task_name)
+    out = []
+    for i, item in enumerate(items):
+        src = None
+        if isinstance(item, dict):
+            if "trace" not in item:
+                raise WorkerError(
+                    "bad_params", f"{key}[{i}]: an object needs a 'trace'", task_name
+                )
+            if item.get("source_task") is not None:
+                src = lower_task(parse_task(item["source_task"])).workload
+            tj = item["trace"]
+        else:
+            tj = item
+        out.append((parse_trace_json(tj, f"{key}[{i}]", task_name), src))
+    return out
+
+
+def m_replay(params: dict) -> dict:
+    from .replay import replay
+    from .tvmutil import make_context
+
+    lt, target = _task_and_target(params)
+    traces = _traces(params, "traces", lt.task.name)
+    ctx = make_context(lt.workload, target, lt.task.name)
+    postprocs = list(ctx.space_generator.postprocs)
+    results = []
+    for tj, src in traces:
+        res = replay(lt.workload, target, postprocs, tj, src)
+        results.append(res.as_json())
+    return {"task": lt.task.name, "structural_hash": lt.structural_hash, "results": results}
+
+
+def m_sample(params: dict) -> dict:
+    from .replay import sample_traces
+    from .tvmutil import make_context
+
+    lt, target = _task_and_target(params)
+    count = params.get("count", 8)
+    seed = params.get("seed", 1)
+    for k, v in (("count", count), ("seed", seed)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise WorkerError("bad_params", f"{k} must be a positive int, got {v!r}", lt.task.name)
+    ctx = make_context(lt.workload, target, lt.task.name, seed=seed)
+    traces, attempts = sample_traces(ctx, count, seed, max_attempts=max(16, 8 * count))
+    return {"task": lt.task.name, "traces": traces, "attempts": attempts}
+
+
+def m_tune(params: dict) -> dict:
+    from .tune import tune_task
+
+    lt, target = _task_and_target(params)
+    seeds = _traces(params, "seeds", lt.task.name)
+    try:
+        return tune_task(lt, target, params, seeds)
+    except WorkerError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise WorkerError("tvm", f"tuning failed: {one_line(e)}", lt.task.name)
+
+
+def m_build_and_measure(params: dict) -> dict:
+    from .measure import build_and_measure
+
+    return build_and_measure(params)
+
+
+HANDLERS = {
+    "hello": m_hello,
+    "lower": m_lower,
+    "replay": m_replay,
+    "sample": m_sample,
+    "tune": m_tune,
+    "build_and_measure": m_build_and_measure,
+}
+
+
+def _error_kind(e: BaseException) -> str:
+    """internal when the exception was raised in this package's own code, else tvm."""
+    frames = traceback.extract_tb(e.__traceback__)
+    if not frames:
+        return "internal"
+    here = os.path.dirname(os.path.abspath(__file__))
+    return "internal" if os.path.abspath(frames[-1].filename).startswith(here) else "tvm"
+
+
+# ---- loop --------------------------------------------------------------------------------
+
+
+def handle_line(line: str) -> tuple[dict, bool]:
+    """Answer one request line. Returns (response, keep_running)."""
+    req_id = None
+    try:
+        try:
+            req = json.loads(line)
+        except ValueError as e:
+            raise WorkerError("protocol", f"request is not JSON: {e}")
+        if not isinstance(req, dict):
+            raise WorkerError("protocol", "request must be a JSON object")
+        req_id = req.get("id")
+        if not isinstance(req_id, (int, str)) or isinstance(req_id, bool):
+            req_id = None
+            raise WorkerError("protocol", "request needs an id (int or string)")
+        v = req.get("v")
+        if v != PROTOCOL_VERSION:
+            raise WorkerError(
+                "version", f"this worker speaks protocol {PROTOCOL_VERSION}, request has v={v!r}"
+            )
+        method = req.get("method")
+        params = req.get("params", {})
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise WorkerError("protocol", "params must be an object")
+        if method == "shutdown":
+            return {"v": PROTOCOL_VERSION, "id": req_id, "result": {}}, False
+        handler = HANDLERS.get(method)
+        if handler is None:
+            raise WorkerError("unknown_method", f"unknown method {method!r}")
+        t0 = time.time()
+        try:
+            result = handler(params)
+        except WorkerError as e:
+            if e.task is None:
+                e.task = _task_name_of(params)
+            raise
+        except Exception as e:  # noqa: BLE001 - TVM errors and bugs alike become responses
+            tb = traceback.format_exc()
+            _log(tb)
+            raise WorkerError(_error_kind(e), one_line(e), _task_name_of(params))
+        _log(f"{method} id={req_id} done in {time.time() - t0:.2f} s")
+        return {"v": PROTOCOL_VERSION, "id": req_id, "result": _finite(result)}, True
+    except WorkerError as e:
+        return (
+            {
+                "v": PROTOCOL_VERSION,
+                "id": req_id,
+                "error": {"kind": e.kind, "message": one_line(e.message), "task": e.task},
+            },
+            True,
+        )
+
+
+def main() -> int:
+    # Keep stdout for protocol lines only: whatever TVM, its C++ logging, or a subprocess
+    # prints to fd 1 goes to stderr instead.
+    proto_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    out = io.TextIOWrapper(os.fdopen(proto_fd, "wb", buffering=0), encoding="utf-8", newline="\n")
+    stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+    # Builder/runner subprocesses unpickle functions of this package: let them import it.
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([root] + [p for p in paths if p])
+    _log(f"ready (pid {os.getpid()}, protocol {PROTOCOL_VERSION})")
+    while True:
+        line = stdin.readline()
+        if not line:
+            break  # EOF: exit cleanly
+        if not line.strip():
+            continue
+        resp, keep = handle_line(line)
+        out.write(json.dumps(resp, separators=(",", ":"), allow_nan=False) + "\n")
+        out.flush()
+        if not keep:
+            break
+    _log("exiting")
+    return 0

@@ -1,0 +1,155 @@
+"""Small TVM helpers shared by the methods: targets, trace JSON, tuning contexts."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import sys
+import threading
+
+import tvm
+
+from .errors import WorkerError
+
+_intrin_lock = threading.Lock()
+_intrin_loaded = False
+
+
+def _cheap_stack(context: int = 1):
+    """inspect.stack() without reading source files for frames below the third.
+
+    TVMScript's @T.prim_func calls inspect.stack() and only looks at the code of its first
+    frames; stdlib's version resolves a module for every frame, which for the frozen import
+    machinery frames means a scan of sys.modules each time. Importing
+    tvm.s_tir.tensor_intrin parses about 250 prim_funcs that way (76 s measured here).
+    """
+    out = []
+    f = sys._getframe(1)
+    i = 0
+    while f is not None:
+        if i < 3:
+            tb = inspect.getframeinfo(f, context)
+            out.append(
+                inspect.FrameInfo(
+                    f,
+                    tb.filename,
+                    tb.lineno,
+                    tb.function,
+                    tb.code_context,
+                    tb.index,
+                    positions=tb.positions,
+                )
+            )
+        else:
+            out.append(
+                inspect.FrameInfo(
+                    f, f.f_code.co_filename, f.f_lineno, f.f_code.co_name, None, None, positions=None
+                )
+            )
+        f = f.f_back
+        i += 1
+    return out
+
+
+def ensure_tensor_intrin() -> None:
+    """Import tvm.s_tir.tensor_intrin (TuneContext does on first use) with a cheaper stack()."""
+    global _intrin_loaded
+    if _intrin_loaded:
+        return
+    with _intrin_lock:
+        if _intrin_loaded:
+            return
+        orig = inspect.stack
+        inspect.stack = _cheap_stack
+        try:
+            import tvm.s_tir.tensor_intrin  # noqa: F401
+        finally:
+            inspect.stack = orig
+        _intrin_loaded = True
+
+
+CUDA_DEFAULTS = {"max_threads_per_block": 1024, "max_shared_memory_per_block": 49152}
+
+GPU_KINDS = ("cuda", "rocm", "vulkan", "metal", "opencl", "nvptx", "webgpu")
+
+
+def physical_cores() -> int:
+    try:
+        import psutil
+
+        n = psutil.cpu_count(logical=False)
+    except ImportError:
+        n = None
+    return int(n or os.cpu_count() or 1)
+
+
+def parse_target(obj, task: str | None = None, with_host: bool = False) -> tvm.target.Target:
+    if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
+        raise WorkerError(
+            "bad_params", 'target must be an object with a "kind", e.g. {"kind": "llvm"}', task
+        )
+    cfg = dict(obj)
+    if cfg["kind"] == "cuda":
+        # Without a GPU TVM cannot query these; MetaSchedule's CUDA rules and VerifyGPUCode
+        # need them. Values of every NVIDIA GPU since Kepler (48 KiB static shared memory).
+        for k, v in CUDA_DEFAULTS.items():
+            cfg.setdefault(k, v)
+    if cfg["kind"] == "llvm" and "num-cores" not in cfg:
+        # MetaSchedule refuses an llvm target without it; default to this machine's cores
+        cfg["num-cores"] = physical_cores()
+    if with_host and cfg["kind"] in GPU_KINDS and "host" not in cfg:
+        cfg["host"] = {"kind": "llvm"}
+    try:
+        return tvm.target.Target(cfg)
+    except Exception as e:  # noqa: BLE001
+        from .errors import one_line
+
+        raise WorkerError("bad_params", f"invalid target {json.dumps(obj)}: {one_line(e)}", task)
+
+
+def target_num_cores(target: tvm.target.Target) -> int | None:
+    try:
+        n = target.attrs.get("num-cores")
+        return int(n) if n is not None else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def plain_json(o):
+    """TVM containers/immediates from Trace.as_json -> plain Python JSON values."""
+    if o is None or isinstance(o, (bool, int, float, str)):
+        return o
+    if isinstance(o, tvm.tirx.IntImm):
+        return int(o.value)
+    if isinstance(o, tvm.tirx.FloatImm):
+        return float(o.value)
+    if isinstance(o, dict) or hasattr(o, "items"):
+        return {str(k): plain_json(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)) or hasattr(o, "__len__"):
+        return [plain_json(x) for x in o]
+    return str(o)
+
+
+def trace_to_json(trace, remove_postproc: bool = False):
+    return plain_json(trace.as_json(remove_postproc=remove_postproc))
+
+
+def make_context(
+    workload, target, task_name: str, seed: int = 1, num_threads=None, strategy=None, logger=None
+):
+    from tvm.s_tir import meta_schedule as ms
+
+    ensure_tensor_intrin()
+    if num_threads is None:
+        num_threads = target_num_cores(target) or "physical"
+    return ms.TuneContext(
+        mod=workload,
+        target=target,
+        space_generator="post-order-apply",
+        search_strategy=strategy,
+        task_name=task_name,
+        rand_state=seed,
+        num_threads=num_threads,
+        logger=logger,
+    )
