@@ -394,7 +394,6 @@ fn pad_as_input_as_attribute_with_modes_and_axes() {
 /// ONNX `edge` is Relax's `replicate` (legalize_ops/nn.py accepts constant, reflect,
 /// replicate, circular); the op table still checks for `edge`.
 #[test]
-#[ignore = "op table: nn.pad pad_mode accepts 'edge' instead of Relax's 'replicate'/'circular'"]
 fn pad_edge_and_wrap_modes_use_relax_names() {
     for (onnx, relax) in [("edge", "replicate"), ("wrap", "circular")] {
         let mut g = Graph::new(19);
