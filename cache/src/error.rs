@@ -17,7 +17,11 @@ pub enum CacheError {
         "{}: cache schema version {found} is newer than this tgc supports ({supported}); use a newer tgc or another --cache",
         path.display()
     )]
-    SchemaTooNew { path: PathBuf, found: i64, supported: i64 },
+    SchemaTooNew {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
     /// The file is an SQLite database, but not one of ours (unknown tables, no version).
     #[error("{}: not a tgc cache ({detail})", path.display())]
     Foreign { path: PathBuf, detail: String },
@@ -26,13 +30,19 @@ pub enum CacheError {
     Missing { path: PathBuf },
     /// Any other SQLite failure (locked past the busy timeout, disk full, read-only file...).
     #[error("{}: {source}", path.display())]
-    Sqlite { path: PathBuf, source: rusqlite::Error },
+    Sqlite {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
     /// The file system refused WAL journaling (e.g. a network file system).
     #[error("{}: cannot enable WAL journaling (journal mode stays '{mode}'); put the cache on a local disk", path.display())]
     NoWal { path: PathBuf, mode: String },
     /// A file system failure on a cache or database file.
     #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// A MetaSchedule database directory that cannot be imported at all (missing file).
     #[error("{}: {detail}", path.display())]
     MsDatabase { path: PathBuf, detail: String },
@@ -51,20 +61,32 @@ impl CacheError {
     pub(crate) fn sqlite(path: &Path, e: rusqlite::Error) -> CacheError {
         use rusqlite::ErrorCode;
         match e.sqlite_error_code() {
-            Some(ErrorCode::NotADatabase) => CacheError::NotADatabase { path: path.to_path_buf() },
-            Some(ErrorCode::DatabaseCorrupt) => {
-                CacheError::Corrupt { path: path.to_path_buf(), detail: e.to_string() }
-            }
-            _ => CacheError::Sqlite { path: path.to_path_buf(), source: e },
+            Some(ErrorCode::NotADatabase) => CacheError::NotADatabase {
+                path: path.to_path_buf(),
+            },
+            Some(ErrorCode::DatabaseCorrupt) => CacheError::Corrupt {
+                path: path.to_path_buf(),
+                detail: e.to_string(),
+            },
+            _ => CacheError::Sqlite {
+                path: path.to_path_buf(),
+                source: e,
+            },
         }
     }
 
     pub(crate) fn io(path: &Path, e: std::io::Error) -> CacheError {
-        CacheError::Io { path: path.to_path_buf(), source: e }
+        CacheError::Io {
+            path: path.to_path_buf(),
+            source: e,
+        }
     }
 
     pub(crate) fn invalid(what: &'static str, detail: impl Into<String>) -> CacheError {
-        CacheError::Invalid { what, detail: detail.into() }
+        CacheError::Invalid {
+            what,
+            detail: detail.into(),
+        }
     }
 }
 

@@ -27,7 +27,10 @@ pub mod synth;
 pub mod verify;
 
 pub use error::{CacheError, Result};
-pub use model::{canonical_json, NewRecord, Provenance, TaskEntry, Target, Toolchain, Trace, TraceDigest, Workload};
+pub use model::{
+    canonical_json, NewRecord, Provenance, Target, TaskEntry, Toolchain, Trace, TraceDigest,
+    Workload,
+};
 pub use retrieve::{Candidate, Query, RankingConfig, SourceTask, Tier};
 pub use store::{Cache, CacheConfig, GcSummary, PutSummary, Stats, DEFAULT_BEST_K};
 pub use verify::VerifyReport;

@@ -62,14 +62,23 @@ impl Target {
             .as_object()
             .and_then(|o| o.get("kind"))
             .and_then(Value::as_str)
-            .ok_or_else(|| CacheError::invalid("target", format!("expected a JSON object with a string \"kind\", got {v}")))?
+            .ok_or_else(|| {
+                CacheError::invalid(
+                    "target",
+                    format!("expected a JSON object with a string \"kind\", got {v}"),
+                )
+            })?
             .to_string();
-        Ok(Target { canonical: canonical_json(v), kind })
+        Ok(Target {
+            canonical: canonical_json(v),
+            kind,
+        })
     }
 
     /// A target from JSON text.
     pub fn parse(text: &str) -> Result<Target> {
-        let v: Value = serde_json::from_str(text).map_err(|e| CacheError::invalid("target", format!("{e}: {text}")))?;
+        let v: Value = serde_json::from_str(text)
+            .map_err(|e| CacheError::invalid("target", format!("{e}: {text}")))?;
         Target::from_json(&v)
     }
 
@@ -104,7 +113,10 @@ impl Toolchain {
     pub const PINNED_TVM_FFI: &'static str = "0.1.14.post1";
 
     pub fn new(tvm: impl Into<String>, tvm_ffi: impl Into<String>) -> Toolchain {
-        Toolchain { tvm: tvm.into(), tvm_ffi: tvm_ffi.into() }
+        Toolchain {
+            tvm: tvm.into(),
+            tvm_ffi: tvm_ffi.into(),
+        }
     }
 
     /// The toolchain this project pins.
@@ -118,7 +130,12 @@ impl Toolchain {
             Some((tvm, ffi)) if !tvm.trim().is_empty() && !ffi.trim().is_empty() => {
                 Ok(Toolchain::new(tvm.trim(), ffi.trim()))
             }
-            _ => Err(CacheError::invalid("toolchain", format!("'{s}': expected TVM_VERSION/TVM_FFI_VERSION, e.g. 0.27.0.post1/0.1.14.post1"))),
+            _ => Err(CacheError::invalid(
+                "toolchain",
+                format!(
+                    "'{s}': expected TVM_VERSION/TVM_FFI_VERSION, e.g. 0.27.0.post1/0.1.14.post1"
+                ),
+            )),
         }
     }
 }
@@ -142,7 +159,12 @@ impl Trace {
     pub fn from_json(v: &Value) -> Result<Trace> {
         match v.as_array() {
             Some(parts) if parts.len() == 2 && parts[0].is_array() && parts[1].is_array() => {}
-            _ => return Err(CacheError::invalid("trace", "expected [instructions, decisions]")),
+            _ => {
+                return Err(CacheError::invalid(
+                    "trace",
+                    "expected [instructions, decisions]",
+                ))
+            }
         }
         let json = canonical_json(v);
         let digest = TraceDigest::of(&json);
@@ -151,7 +173,8 @@ impl Trace {
 
     /// A trace from JSON text.
     pub fn parse(text: &str) -> Result<Trace> {
-        let v: Value = serde_json::from_str(text).map_err(|e| CacheError::invalid("trace", e.to_string()))?;
+        let v: Value =
+            serde_json::from_str(text).map_err(|e| CacheError::invalid("trace", e.to_string()))?;
         Trace::from_json(&v)
     }
 
@@ -247,15 +270,22 @@ pub(crate) fn latency_mean(latencies: &[f64]) -> Result<f64> {
     if latencies.is_empty() {
         return Err(CacheError::invalid("latencies", "no samples"));
     }
-    if let Some(bad) = latencies.iter().find(|&&x| !(x.is_finite() && x > 0.0 && x < MS_INVALID_SECS)) {
-        return Err(CacheError::invalid("latencies", format!("sample {bad} is not a positive, finite, valid time")));
+    if let Some(bad) = latencies
+        .iter()
+        .find(|&&x| !(x.is_finite() && x > 0.0 && x < MS_INVALID_SECS))
+    {
+        return Err(CacheError::invalid(
+            "latencies",
+            format!("sample {bad} is not a positive, finite, valid time"),
+        ));
     }
     Ok(latencies.iter().sum::<f64>() / latencies.len() as f64)
 }
 
 /// Features as stored in the `tasks.features_json` column.
 pub(crate) fn features_to_json(f: &Features) -> String {
-    let v = serde_json::json!({ "bytes": f.bytes, "flops": f.flops, "log2_extents": f.log2_extents });
+    let v =
+        serde_json::json!({ "bytes": f.bytes, "flops": f.flops, "log2_extents": f.log2_extents });
     canonical_json(&v)
 }
 
@@ -263,8 +293,17 @@ pub(crate) fn features_to_json(f: &Features) -> String {
 pub(crate) fn features_from_json(text: &str) -> Option<Features> {
     let v: Value = serde_json::from_str(text).ok()?;
     let o = v.as_object()?;
-    let log2_extents = o.get("log2_extents")?.as_array()?.iter().map(Value::as_f64).collect::<Option<Vec<f64>>>()?;
-    Some(Features { log2_extents, flops: o.get("flops")?.as_f64()?, bytes: o.get("bytes")?.as_f64()? })
+    let log2_extents = o
+        .get("log2_extents")?
+        .as_array()?
+        .iter()
+        .map(Value::as_f64)
+        .collect::<Option<Vec<f64>>>()?;
+    Some(Features {
+        log2_extents,
+        flops: o.get("flops")?.as_f64()?,
+        bytes: o.get("bytes")?.as_f64()?,
+    })
 }
 
 #[cfg(test)]
@@ -314,7 +353,11 @@ mod tests {
 
     #[test]
     fn features_round_trip_through_json() {
-        let f = Features { log2_extents: vec![0.0, 3.0, 3.5], flops: 1024.0, bytes: 96.0 };
+        let f = Features {
+            log2_extents: vec![0.0, 3.0, 3.5],
+            flops: 1024.0,
+            bytes: 96.0,
+        };
         assert_eq!(features_from_json(&features_to_json(&f)), Some(f));
         assert_eq!(features_from_json("{}"), None);
     }

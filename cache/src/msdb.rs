@@ -120,7 +120,13 @@ impl ImportSummary {
 /// The one-line summary: `imported N records for M workloads; skipped K lines: ...`.
 impl fmt::Display for ImportSummary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: imported {} records for {} workloads", self.dir.display(), self.imported(), self.workloads)?;
+        write!(
+            f,
+            "{}: imported {} records for {} workloads",
+            self.dir.display(),
+            self.imported(),
+            self.workloads
+        )?;
         let mut notes = Vec::new();
         if self.stored.duplicates > 0 {
             notes.push(format!("{} already cached", self.stored.duplicates));
@@ -135,13 +141,25 @@ impl fmt::Display for ImportSummary {
         if !self.skipped.is_empty() {
             let mut by_reason: BTreeMap<SkipReason, Vec<String>> = BTreeMap::new();
             for s in &self.skipped {
-                by_reason.entry(s.reason).or_default().push(format!("{}:{}", s.file, s.line));
+                by_reason
+                    .entry(s.reason)
+                    .or_default()
+                    .push(format!("{}:{}", s.file, s.line));
             }
             let parts: Vec<String> = by_reason
                 .into_iter()
                 .map(|(reason, places)| {
-                    let shown = places.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
-                    let more = if places.len() > 3 { format!(", +{} more", places.len() - 3) } else { String::new() };
+                    let shown = places
+                        .iter()
+                        .take(3)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    let more = if places.len() > 3 {
+                        format!(", +{} more", places.len() - 3)
+                    } else {
+                        String::new()
+                    };
                     format!("{} {} ({shown}{more})", places.len(), reason.describe())
                 })
                 .collect();
@@ -184,9 +202,17 @@ fn parse_workload_line(line: &[u8]) -> std::result::Result<Workload, SkipReason>
     let [hash, payload] = v.as_array().map(Vec::as_slice).unwrap_or_default() else {
         return Err(SkipReason::BadShape);
     };
-    let (Some(hash), Some(payload)) = (hash.as_str(), payload.as_str()) else { return Err(SkipReason::BadShape) };
-    let tvm_hash = hash.trim().parse::<u64>().map_err(|_| SkipReason::BadHash)?;
-    Ok(Workload { tvm_hash, json: decode_workload_payload(payload)? })
+    let (Some(hash), Some(payload)) = (hash.as_str(), payload.as_str()) else {
+        return Err(SkipReason::BadShape);
+    };
+    let tvm_hash = hash
+        .trim()
+        .parse::<u64>()
+        .map_err(|_| SkipReason::BadHash)?;
+    Ok(Workload {
+        tvm_hash,
+        json: decode_workload_payload(payload)?,
+    })
 }
 
 struct RecordLine {
@@ -199,25 +225,45 @@ struct RecordLine {
 
 fn parse_record_line(line: &[u8]) -> std::result::Result<RecordLine, SkipReason> {
     let v: Value = serde_json::from_slice(line).map_err(|_| SkipReason::BadJson)?;
-    let [index, body] = v.as_array().map(Vec::as_slice).unwrap_or_default() else { return Err(SkipReason::BadShape) };
+    let [index, body] = v.as_array().map(Vec::as_slice).unwrap_or_default() else {
+        return Err(SkipReason::BadShape);
+    };
     let workload_index = index.as_u64().ok_or(SkipReason::UnknownWorkload)? as usize;
-    let [trace, run_secs, target, args_info] = body.as_array().map(Vec::as_slice).unwrap_or_default() else {
+    let [trace, run_secs, target, args_info] =
+        body.as_array().map(Vec::as_slice).unwrap_or_default()
+    else {
         return Err(SkipReason::BadShape);
     };
     let trace = Trace::from_json(trace).map_err(|_| SkipReason::BadTrace)?;
     let run_secs: Vec<f64> = match run_secs {
-        Value::Array(xs) => xs.iter().map(|x| x.as_f64().ok_or(SkipReason::BadShape)).collect::<std::result::Result<_, _>>()?,
+        Value::Array(xs) => xs
+            .iter()
+            .map(|x| x.as_f64().ok_or(SkipReason::BadShape))
+            .collect::<std::result::Result<_, _>>()?,
         Value::Null => return Err(SkipReason::NoValidRunSecs),
         _ => return Err(SkipReason::BadShape),
     };
     // MetaSchedule writes 1e10 for a failed run; keep the valid samples.
-    let run_secs: Vec<f64> = run_secs.into_iter().filter(|&x| x.is_finite() && x > 0.0 && x < MS_INVALID_SECS).collect();
+    let run_secs: Vec<f64> = run_secs
+        .into_iter()
+        .filter(|&x| x.is_finite() && x > 0.0 && x < MS_INVALID_SECS)
+        .collect();
     if run_secs.is_empty() {
         return Err(SkipReason::NoValidRunSecs);
     }
     let target = Target::from_json(target).map_err(|_| SkipReason::BadTarget)?;
-    let args_info = if args_info.is_null() { None } else { Some(args_info.clone()) };
-    Ok(RecordLine { workload_index, trace, run_secs, target, args_info })
+    let args_info = if args_info.is_null() {
+        None
+    } else {
+        Some(args_info.clone())
+    };
+    Ok(RecordLine {
+        workload_index,
+        trace,
+        run_secs,
+        target,
+        args_info,
+    })
 }
 
 /// Reads the lines of `path`, as bytes (a line need not be UTF-8 to be counted and skipped).
@@ -228,7 +274,9 @@ fn for_each_line(path: &Path, mut f: impl FnMut(usize, &[u8]) -> Result<()>) -> 
     let mut n = 0;
     loop {
         buf.clear();
-        let read = reader.read_until(b'\n', &mut buf).map_err(|e| CacheError::io(path, e))?;
+        let read = reader
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| CacheError::io(path, e))?;
         if read == 0 {
             return Ok(());
         }
@@ -256,7 +304,10 @@ fn require_file(dir: &Path, name: &str) -> Result<PathBuf> {
 pub fn import(cache: &mut Cache, dir: &Path, toolchain: &Toolchain) -> Result<ImportSummary> {
     let workload_path = require_file(dir, WORKLOAD_FILE)?;
     let record_path = require_file(dir, RECORD_FILE)?;
-    let mut summary = ImportSummary { dir: dir.to_path_buf(), ..ImportSummary::default() };
+    let mut summary = ImportSummary {
+        dir: dir.to_path_buf(),
+        ..ImportSummary::default()
+    };
     let source = format!("import:{}", dir.display());
     let path = cache.path.clone();
     let tx = cache.write_tx()?;
@@ -273,7 +324,11 @@ pub fn import(cache: &mut Cache, dir: &Path, toolchain: &Toolchain) -> Result<Im
                 Ok(wl) => workloads.push(Some(w.imported_workload(&wl)?)),
                 Err(reason) => {
                     workloads.push(None);
-                    summary.skipped.push(SkippedLine { file: WORKLOAD_FILE, line: n, reason });
+                    summary.skipped.push(SkippedLine {
+                        file: WORKLOAD_FILE,
+                        line: n,
+                        reason,
+                    });
                 }
             }
             Ok(())
@@ -284,12 +339,20 @@ pub fn import(cache: &mut Cache, dir: &Path, toolchain: &Toolchain) -> Result<Im
             let rec = match parse_record_line(line) {
                 Ok(rec) => rec,
                 Err(reason) => {
-                    summary.skipped.push(SkippedLine { file: RECORD_FILE, line: n, reason });
+                    summary.skipped.push(SkippedLine {
+                        file: RECORD_FILE,
+                        line: n,
+                        reason,
+                    });
                     return Ok(());
                 }
             };
             let Some(&Some(task_id)) = workloads.get(rec.workload_index) else {
-                summary.skipped.push(SkippedLine { file: RECORD_FILE, line: n, reason: SkipReason::UnknownWorkload });
+                summary.skipped.push(SkippedLine {
+                    file: RECORD_FILE,
+                    line: n,
+                    reason: SkipReason::UnknownWorkload,
+                });
                 return Ok(());
             };
             let target_id = match targets.get(rec.target.canonical_json()) {
@@ -306,9 +369,20 @@ pub fn import(cache: &mut Cache, dir: &Path, toolchain: &Toolchain) -> Result<Im
                 trace: rec.trace,
                 latencies: rec.run_secs,
                 args_info: rec.args_info,
-                provenance: Provenance { source: source.clone(), ..Provenance::default() },
+                provenance: Provenance {
+                    source: source.clone(),
+                    ..Provenance::default()
+                },
             };
-            w.record(Group { task_id, target_id, toolchain_id }, &record, &mut summary.stored)
+            w.record(
+                Group {
+                    task_id,
+                    target_id,
+                    toolchain_id,
+                },
+                &record,
+                &mut summary.stored,
+            )
         })?;
         summary.workloads = used.len();
     }
@@ -336,21 +410,37 @@ pub struct ExportSummary {
 
 impl fmt::Display for ExportSummary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: exported {} records for {} workloads", self.dir.display(), self.records, self.workloads)?;
+        write!(
+            f,
+            "{}: exported {} records for {} workloads",
+            self.dir.display(),
+            self.records,
+            self.workloads
+        )?;
         if self.without_workload > 0 {
-            write!(f, "; left out {} records of tasks without a TVM workload", self.without_workload)?;
+            write!(
+                f,
+                "; left out {} records of tasks without a TVM workload",
+                self.without_workload
+            )?;
         }
         Ok(())
     }
 }
 
 /// Writes `body` to `dir/name` through a temporary file and a rename.
-fn write_atomically(dir: &Path, name: &str, body: impl FnOnce(&mut BufWriter<std::fs::File>) -> std::io::Result<()>) -> Result<()> {
+fn write_atomically(
+    dir: &Path,
+    name: &str,
+    body: impl FnOnce(&mut BufWriter<std::fs::File>) -> std::io::Result<()>,
+) -> Result<()> {
     let dest = dir.join(name);
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let file = std::fs::File::create(&tmp).map_err(|e| CacheError::io(&tmp, e))?;
     let mut out = BufWriter::new(file);
-    let written = body(&mut out).and_then(|()| out.flush()).and_then(|()| out.get_ref().sync_all());
+    let written = body(&mut out)
+        .and_then(|()| out.flush())
+        .and_then(|()| out.get_ref().sync_all());
     if let Err(e) = written {
         let _ = std::fs::remove_file(&tmp);
         return Err(CacheError::io(&tmp, e));
@@ -363,7 +453,10 @@ fn write_atomically(dir: &Path, name: &str, body: impl FnOnce(&mut BufWriter<std
 pub fn export(cache: &Cache, dir: &Path, opts: &ExportOptions) -> Result<ExportSummary> {
     let path = &cache.path;
     let conn = &cache.conn;
-    let mut summary = ExportSummary { dir: dir.to_path_buf(), ..ExportSummary::default() };
+    let mut summary = ExportSummary {
+        dir: dir.to_path_buf(),
+        ..ExportSummary::default()
+    };
     std::fs::create_dir_all(dir).map_err(|e| CacheError::io(dir, e))?;
     let tx = conn.unchecked_transaction().at(path)?;
     let toolchain_id: Option<i64> = tx
@@ -376,7 +469,11 @@ pub fn export(cache: &Cache, dir: &Path, opts: &ExportOptions) -> Result<ExportS
         .at(path)?;
     let target_id: Option<i64> = match &opts.target {
         Some(t) => tx
-            .query_row("SELECT id FROM targets WHERE canonical_json = ?1", [t.canonical_json()], |r| r.get(0))
+            .query_row(
+                "SELECT id FROM targets WHERE canonical_json = ?1",
+                [t.canonical_json()],
+                |r| r.get(0),
+            )
             .optional()
             .at(path)?
             .or(Some(-1)),
@@ -395,21 +492,35 @@ pub fn export(cache: &Cache, dir: &Path, opts: &ExportOptions) -> Result<ExportS
                  GROUP BY t.tvm_hash ORDER BY t.tvm_hash",
             )
             .at(path)?;
-        let rows = stmt.query_map(params![toolchain_id, target_id], |r| Ok((r.get(0)?, r.get(1)?))).at(path)?;
+        let rows = stmt
+            .query_map(params![toolchain_id, target_id], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .at(path)?;
         for row in rows {
             workload_rows.push(row.at(path)?);
         }
     }
-    let index: HashMap<&str, usize> = workload_rows.iter().enumerate().map(|(i, (h, _))| (h.as_str(), i)).collect();
+    let index: HashMap<&str, usize> = workload_rows
+        .iter()
+        .enumerate()
+        .map(|(i, (h, _))| (h.as_str(), i))
+        .collect();
     let mut workload_err = None;
     write_atomically(dir, WORKLOAD_FILE, |out| {
         for (hash, task_id) in &workload_rows {
-            let json: rusqlite::Result<String> =
-                tx.query_row("SELECT workload_json FROM tasks WHERE id = ?1", [task_id], |r| r.get(0));
+            let json: rusqlite::Result<String> = tx.query_row(
+                "SELECT workload_json FROM tasks WHERE id = ?1",
+                [task_id],
+                |r| r.get(0),
+            );
             match json {
                 Ok(json) => {
-                    let line = serde_json::to_string(&[hash.as_str(), encode_workload_payload(&json).as_str()])
-                        .map_err(std::io::Error::other)?;
+                    let line = serde_json::to_string(&[
+                        hash.as_str(),
+                        encode_workload_payload(&json).as_str(),
+                    ])
+                    .map_err(std::io::Error::other)?;
                     writeln!(out, "{line}")?;
                 }
                 Err(e) => {
@@ -420,7 +531,11 @@ pub fn export(cache: &Cache, dir: &Path, opts: &ExportOptions) -> Result<ExportS
         }
         Ok(())
     })
-    .map_err(|e| workload_err.take().map_or(e, |se| CacheError::sqlite(path, se)))?;
+    .map_err(|e| {
+        workload_err
+            .take()
+            .map_or(e, |se| CacheError::sqlite(path, se))
+    })?;
     summary.workloads = workload_rows.len();
 
     let mut record_err = None;
@@ -491,7 +606,10 @@ mod tests {
         // A wrong length is a damaged payload.
         let mut bytes = B64.decode(&b64).unwrap();
         bytes[0] ^= 1;
-        assert_eq!(decode_workload_payload(&B64.encode(bytes)), Err(SkipReason::BadWorkload));
+        assert_eq!(
+            decode_workload_payload(&B64.encode(bytes)),
+            Err(SkipReason::BadWorkload)
+        );
     }
 
     #[test]
@@ -501,16 +619,38 @@ mod tests {
         let cases: [(&[u8], SkipReason); 7] = [
             (br#"[0,[[[],[]],[1e-5"#, SkipReason::BadJson),
             (br#"{"a":1}"#, SkipReason::BadShape),
-            (br#"[-1,[[[],[]],[1e-5],{"kind":"llvm"},null]]"#, SkipReason::UnknownWorkload),
-            (br#"[0,[{"x":1},[1e-5],{"kind":"llvm"},null]]"#, SkipReason::BadTrace),
-            (br#"[0,[[[],[]],[1e10,1e10],{"kind":"llvm"},null]]"#, SkipReason::NoValidRunSecs),
-            (br#"[0,[[[],[]],null,{"kind":"llvm"},null]]"#, SkipReason::NoValidRunSecs),
+            (
+                br#"[-1,[[[],[]],[1e-5],{"kind":"llvm"},null]]"#,
+                SkipReason::UnknownWorkload,
+            ),
+            (
+                br#"[0,[{"x":1},[1e-5],{"kind":"llvm"},null]]"#,
+                SkipReason::BadTrace,
+            ),
+            (
+                br#"[0,[[[],[]],[1e10,1e10],{"kind":"llvm"},null]]"#,
+                SkipReason::NoValidRunSecs,
+            ),
+            (
+                br#"[0,[[[],[]],null,{"kind":"llvm"},null]]"#,
+                SkipReason::NoValidRunSecs,
+            ),
             (br#"[0,[[[],[]],[1e-5],null,null]]"#, SkipReason::BadTarget),
         ];
         for (line, reason) in cases {
-            assert_eq!(parse_record_line(line).err(), Some(reason), "{}", String::from_utf8_lossy(line));
+            assert_eq!(
+                parse_record_line(line).err(),
+                Some(reason),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
         }
         // Failed samples are dropped, valid ones kept.
-        assert_eq!(parse_record_line(br#"[0,[[[],[]],[1e10,3e-5],{"kind":"llvm"},null]]"#).unwrap().run_secs, vec![3e-5]);
+        assert_eq!(
+            parse_record_line(br#"[0,[[[],[]],[1e10,3e-5],{"kind":"llvm"},null]]"#)
+                .unwrap()
+                .run_secs,
+            vec![3e-5]
+        );
     }
 }

@@ -63,7 +63,11 @@ pub struct RankingConfig {
 
 impl Default for RankingConfig {
     fn default() -> Self {
-        RankingConfig { rank_weight: 1.0, max_neighbours: 16, max_scanned: 1024 }
+        RankingConfig {
+            rank_weight: 1.0,
+            max_neighbours: 16,
+            max_scanned: 1024,
+        }
     }
 }
 
@@ -134,8 +138,22 @@ pub struct Query<'a> {
 }
 
 impl<'a> Query<'a> {
-    pub fn new(keys: &'a TaskKeys, features: &'a Features, target: &'a Target, toolchain: &'a Toolchain, limit: usize) -> Self {
-        Query { keys, features, target, toolchain, tvm_hash: None, any_toolchain: false, limit }
+    pub fn new(
+        keys: &'a TaskKeys,
+        features: &'a Features,
+        target: &'a Target,
+        toolchain: &'a Toolchain,
+        limit: usize,
+    ) -> Self {
+        Query {
+            keys,
+            features,
+            target,
+            toolchain,
+            tvm_hash: None,
+            any_toolchain: false,
+            limit,
+        }
     }
 
     pub fn with_tvm_hash(mut self, hash: u64) -> Self {
@@ -194,12 +212,22 @@ impl Cache {
         let tx = self.conn.unchecked_transaction().at(path)?;
         let target_id: Option<i64> = tx
             .prepare_cached("SELECT id FROM targets WHERE canonical_json = ?1")
-            .and_then(|mut s| s.query_row([q.target.canonical_json()], |r| r.get(0)).optional())
+            .and_then(|mut s| {
+                s.query_row([q.target.canonical_json()], |r| r.get(0))
+                    .optional()
+            })
             .at(path)?;
-        let Some(target_id) = target_id else { return Ok(Vec::new()) };
+        let Some(target_id) = target_id else {
+            return Ok(Vec::new());
+        };
         let toolchain_id: Option<i64> = tx
-            .prepare_cached("SELECT id FROM toolchains WHERE tvm_version = ?1 AND tvm_ffi_version = ?2")
-            .and_then(|mut s| s.query_row(params![q.toolchain.tvm, q.toolchain.tvm_ffi], |r| r.get(0)).optional())
+            .prepare_cached(
+                "SELECT id FROM toolchains WHERE tvm_version = ?1 AND tvm_ffi_version = ?2",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![q.toolchain.tvm, q.toolchain.tvm_ffi], |r| r.get(0))
+                    .optional()
+            })
             .at(path)?;
         if toolchain_id.is_none() && !q.any_toolchain {
             return Ok(Vec::new());
@@ -207,7 +235,13 @@ impl Cache {
         let toolchain_filter = if q.any_toolchain { None } else { toolchain_id };
 
         let rows_of = |task_id: i64| -> Result<Vec<Row>> {
-            let map = |r: &rusqlite::Row| Ok(Row { record_id: r.get(0)?, trace_id: r.get(1)?, mean: r.get(2)? });
+            let map = |r: &rusqlite::Row| {
+                Ok(Row {
+                    record_id: r.get(0)?,
+                    trace_id: r.get(1)?,
+                    mean: r.get(2)?,
+                })
+            };
             match toolchain_filter {
                 Some(tc) => tx
                     .prepare_cached(
@@ -239,8 +273,18 @@ impl Cache {
             let n = rows.len();
             for (i, row) in rows.into_iter().enumerate() {
                 if seen.insert(row.trace_id) {
-                    let rank_bias = if n > 1 { i as f64 / (n - 1) as f64 } else { 0.0 };
-                    hits.push(Hit { tier, record_id: row.record_id, distance: 0.0, rank_bias, score: row.mean });
+                    let rank_bias = if n > 1 {
+                        i as f64 / (n - 1) as f64
+                    } else {
+                        0.0
+                    };
+                    hits.push(Hit {
+                        tier,
+                        record_id: row.record_id,
+                        distance: 0.0,
+                        rank_bias,
+                        score: row.mean,
+                    });
                 }
             }
         };
@@ -250,13 +294,20 @@ impl Cache {
         if let (Some(hash), true) = (q.tvm_hash, hits.len() < q.limit) {
             let ids: Vec<i64> = tx
                 .prepare_cached("SELECT id FROM tasks WHERE tvm_hash = ?1 AND id IS NOT ?2")
-                .and_then(|mut s| s.query_map(params![hash.to_string(), exact_id], |r| r.get(0))?.collect())
+                .and_then(|mut s| {
+                    s.query_map(params![hash.to_string(), exact_id], |r| r.get(0))?
+                        .collect()
+                })
                 .at(path)?;
             let mut rows = Vec::new();
             for id in ids {
                 rows.extend(rows_of(id)?);
             }
-            rows.sort_by(|a, b| a.mean.total_cmp(&b.mean).then(a.record_id.cmp(&b.record_id)));
+            rows.sort_by(|a, b| {
+                a.mean
+                    .total_cmp(&b.mean)
+                    .then(a.record_id.cmp(&b.record_id))
+            });
             same_workload(Tier::TvmHash, rows, &mut hits);
         }
 
@@ -289,7 +340,13 @@ impl Cache {
                 .prepare_cached(sql)
                 .and_then(|mut s| {
                     s.query_map(
-                        params![group_key, exclude_key, target_id, toolchain_filter, self.config.ranking.max_scanned as i64],
+                        params![
+                            group_key,
+                            exclude_key,
+                            target_id,
+                            toolchain_filter,
+                            self.config.ranking.max_scanned as i64
+                        ],
                         |r| Ok((r.get(0)?, r.get(1)?)),
                     )?
                     .collect()
@@ -300,7 +357,10 @@ impl Cache {
                 .map(|(id, fj)| {
                     let d = match features_from_json(&fj) {
                         Some(f) => match tier {
-                            Tier::Structural => q.features.distance(&f).unwrap_or_else(|| size_distance(q.features, &f)),
+                            Tier::Structural => q
+                                .features
+                                .distance(&f)
+                                .unwrap_or_else(|| size_distance(q.features, &f)),
                             _ => size_distance(q.features, &f),
                         },
                         None => f64::INFINITY,
@@ -322,8 +382,18 @@ impl Cache {
                     if !ranked_here.insert(row.trace_id) {
                         continue;
                     }
-                    let rho = if n > 1 { i as f64 / (n - 1) as f64 } else { 0.0 };
-                    let e = per_trace.entry(row.trace_id).or_insert((d, row.record_id, 0.0, row.mean, 0));
+                    let rho = if n > 1 {
+                        i as f64 / (n - 1) as f64
+                    } else {
+                        0.0
+                    };
+                    let e = per_trace.entry(row.trace_id).or_insert((
+                        d,
+                        row.record_id,
+                        0.0,
+                        row.mean,
+                        0,
+                    ));
                     if d < e.0 {
                         e.0 = d;
                         e.1 = row.record_id;
@@ -340,10 +410,25 @@ impl Cache {
                 .map(|(trace_id, (d, record_id, rho_sum, mean, count))| {
                     let rank_bias = rho_sum / count as f64;
                     let score = d + lambda * rank_bias;
-                    (mean, score, trace_id, Hit { tier, record_id, distance: d, rank_bias, score })
+                    (
+                        mean,
+                        score,
+                        trace_id,
+                        Hit {
+                            tier,
+                            record_id,
+                            distance: d,
+                            rank_bias,
+                            score,
+                        },
+                    )
                 })
                 .collect();
-            ranked.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.total_cmp(&b.0)).then(a.2.cmp(&b.2)));
+            ranked.sort_by(|a, b| {
+                a.1.total_cmp(&b.1)
+                    .then(a.0.total_cmp(&b.0))
+                    .then(a.2.cmp(&b.2))
+            });
             for (_, _, trace_id, hit) in ranked {
                 seen.insert(trace_id);
                 hits.push(hit);
@@ -381,7 +466,9 @@ impl Cache {
                 })
                 .at(path)?;
             let (mean, n, model, task_name, trace_json, digest, exact, hash, toolchain) = row;
-            let digest = <[u8; 32]>::try_from(digest.as_slice()).map(TraceDigest).unwrap_or(TraceDigest([0; 32]));
+            let digest = <[u8; 32]>::try_from(digest.as_slice())
+                .map(TraceDigest)
+                .unwrap_or(TraceDigest([0; 32]));
             out.push(Candidate {
                 tier: hit.tier,
                 trace: Trace::from_stored(trace_json, digest),

@@ -111,7 +111,8 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Reads `PRAGMA user_version`.
 pub fn user_version(conn: &Connection, path: &Path) -> Result<i64> {
-    conn.query_row("PRAGMA user_version", [], |r| r.get(0)).at(path)
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+        .at(path)
 }
 
 /// Brings the cache at `path` up to the version of `migrations` (normally [`MIGRATIONS`]).
@@ -119,26 +120,44 @@ pub fn migrate(conn: &mut Connection, path: &Path, migrations: &[Migration]) -> 
     let supported = migrations.len() as i64;
     let found = user_version(conn, path)?;
     if found > supported {
-        return Err(CacheError::SchemaTooNew { path: path.to_path_buf(), found, supported });
+        return Err(CacheError::SchemaTooNew {
+            path: path.to_path_buf(),
+            found,
+            supported,
+        });
     }
     if found == supported {
         return Ok(());
     }
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).at(path)?;
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .at(path)?;
     // Another process may have migrated while we waited for the write lock.
-    let found = tx.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).at(path)?;
+    let found = tx
+        .query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))
+        .at(path)?;
     if found > supported {
-        return Err(CacheError::SchemaTooNew { path: path.to_path_buf(), found, supported });
+        return Err(CacheError::SchemaTooNew {
+            path: path.to_path_buf(),
+            found,
+            supported,
+        });
     }
     if found == 0 {
         // Version 0 must be an empty file: never build our schema inside someone else's database.
         let tables: i64 = tx
-            .query_row("SELECT count(*) FROM sqlite_schema WHERE type = 'table'", [], |r| r.get(0))
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE type = 'table'",
+                [],
+                |r| r.get(0),
+            )
             .at(path)?;
         if tables > 0 {
             return Err(CacheError::Foreign {
                 path: path.to_path_buf(),
-                detail: format!("an SQLite database with {tables} tables and no tgc schema version"),
+                detail: format!(
+                    "an SQLite database with {tables} tables and no tgc schema version"
+                ),
             });
         }
     }
@@ -174,18 +193,42 @@ mod tests {
         let path = dir.path().join("c.sqlite");
         let mut conn = open(&path);
         migrate(&mut conn, &path, MIGRATIONS).unwrap();
-        conn.execute("INSERT INTO targets(kind, canonical_json) VALUES ('llvm', '{\"kind\":\"llvm\"}')", []).unwrap();
+        conn.execute(
+            "INSERT INTO targets(kind, canonical_json) VALUES ('llvm', '{\"kind\":\"llvm\"}')",
+            [],
+        )
+        .unwrap();
         let v2 = [
-            Migration { description: MIGRATIONS[0].description, sql: MIGRATIONS[0].sql },
-            Migration { description: "add a note column", sql: "ALTER TABLE targets ADD COLUMN note TEXT;" },
+            Migration {
+                description: MIGRATIONS[0].description,
+                sql: MIGRATIONS[0].sql,
+            },
+            Migration {
+                description: "add a note column",
+                sql: "ALTER TABLE targets ADD COLUMN note TEXT;",
+            },
         ];
         migrate(&mut conn, &path, &v2).unwrap();
         assert_eq!(user_version(&conn, &path).unwrap(), 2);
-        let n: i64 = conn.query_row("SELECT count(*) FROM targets WHERE note IS NULL", [], |r| r.get(0)).unwrap();
+        let n: i64 = conn
+            .query_row("SELECT count(*) FROM targets WHERE note IS NULL", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
         assert_eq!(n, 1);
         // The old binary now refuses the newer cache.
         let err = migrate(&mut conn, &path, MIGRATIONS).unwrap_err();
-        assert!(matches!(err, CacheError::SchemaTooNew { found: 2, supported: 1, .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                CacheError::SchemaTooNew {
+                    found: 2,
+                    supported: 1,
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[test]

@@ -9,11 +9,16 @@
 //! crashes; a power loss may forget the last commits but never corrupts the file.
 
 use crate::error::{CacheError, Result, SqliteContext};
-use crate::model::{canonical_json, features_to_json, latency_mean, NewRecord, TaskEntry, Target, Toolchain, Workload};
+use crate::model::{
+    canonical_json, features_to_json, latency_mean, NewRecord, Target, TaskEntry, Toolchain,
+    Workload,
+};
 use crate::retrieve::RankingConfig;
 use crate::schema;
 use rusqlite::config::DbConfig;
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
+use rusqlite::{
+    params, Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior,
+};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -31,7 +36,10 @@ pub struct CacheConfig {
 
 impl Default for CacheConfig {
     fn default() -> Self {
-        CacheConfig { busy_timeout: Duration::from_secs(60), ranking: RankingConfig::default() }
+        CacheConfig {
+            busy_timeout: Duration::from_secs(60),
+            ranking: RankingConfig::default(),
+        }
     }
 }
 
@@ -92,7 +100,9 @@ pub struct GcSummary {
 }
 
 pub(crate) fn now_unix() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 fn file_bytes(path: &Path) -> u64 {
@@ -109,7 +119,9 @@ impl Cache {
         if let Some(p) = std::env::var_os("TGC_CACHE").filter(|p| !p.is_empty()) {
             return Ok(PathBuf::from(p));
         }
-        dirs::cache_dir().map(|d| d.join("tgc").join("cache.sqlite")).ok_or(CacheError::NoDefaultLocation)
+        dirs::cache_dir()
+            .map(|d| d.join("tgc").join("cache.sqlite"))
+            .ok_or(CacheError::NoDefaultLocation)
     }
 
     /// Opens the cache at `path`, creating it (and its directory) if needed, and migrates it
@@ -128,7 +140,10 @@ impl Cache {
         let path = path.as_ref().to_path_buf();
         match std::fs::metadata(&path) {
             Ok(m) if m.is_dir() => {
-                return Err(CacheError::io(&path, std::io::Error::other("is a directory, not a cache file")))
+                return Err(CacheError::io(
+                    &path,
+                    std::io::Error::other("is a directory, not a cache file"),
+                ))
             }
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -149,12 +164,15 @@ impl Cache {
         conn.busy_timeout(config.busy_timeout).at(&path)?;
         // Cache files are data from elsewhere: refuse schema tricks (no functions with side
         // effects in views or triggers, no writable sqlite_schema).
-        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true).at(&path)?;
-        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_TRUSTED_SCHEMA, false).at(&path)?;
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)
+            .at(&path)?;
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_TRUSTED_SCHEMA, false)
+            .at(&path)?;
         // Reading the header first turns a garbage file into NotADatabase right here.
         schema::user_version(&conn, &path)?;
         enable_wal(&conn, &path, config.busy_timeout)?;
-        conn.pragma_update(None, "synchronous", "NORMAL").at(&path)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .at(&path)?;
         conn.pragma_update(None, "foreign_keys", true).at(&path)?;
         schema::migrate(&mut conn, &path, schema::MIGRATIONS)?;
         Ok(Cache { conn, path, config })
@@ -181,7 +199,11 @@ impl Cache {
         }
         let path = self.path.clone();
         let tx = self.write_tx()?;
-        tx.execute("UPDATE settings SET value = ?1 WHERE name = 'best_k'", [k.to_string()]).at(&path)?;
+        tx.execute(
+            "UPDATE settings SET value = ?1 WHERE name = 'best_k'",
+            [k.to_string()],
+        )
+        .at(&path)?;
         let pruned = prune_all(&tx, &path, k)?;
         delete_orphan_traces(&tx, &path)?;
         tx.commit().at(&path)?;
@@ -191,7 +213,13 @@ impl Cache {
     /// Stores measured records of a task on a target under a toolchain, in one transaction:
     /// registers the task (or fills in its workload), dedupes traces by digest, keeps the
     /// faster measurement of a trace seen before, and prunes the group to the best k.
-    pub fn put(&mut self, task: &TaskEntry, target: &Target, toolchain: &Toolchain, records: &[NewRecord]) -> Result<PutSummary> {
+    pub fn put(
+        &mut self,
+        task: &TaskEntry,
+        target: &Target,
+        toolchain: &Toolchain,
+        records: &[NewRecord],
+    ) -> Result<PutSummary> {
         let path = self.path.clone();
         let tx = self.write_tx()?;
         let mut w = Writer::new(&tx, &path)?;
@@ -200,7 +228,15 @@ impl Cache {
         let toolchain_id = w.toolchain(toolchain)?;
         let mut summary = PutSummary::default();
         for r in records {
-            w.record(Group { task_id, target_id, toolchain_id }, r, &mut summary)?;
+            w.record(
+                Group {
+                    task_id,
+                    target_id,
+                    toolchain_id,
+                },
+                r,
+                &mut summary,
+            )?;
         }
         tx.commit().at(&path)?;
         Ok(summary)
@@ -209,7 +245,12 @@ impl Cache {
     /// Counts of the cache's contents.
     pub fn stats(&self) -> Result<Stats> {
         let p = &self.path;
-        let count = |sql: &str| -> Result<u64> { self.conn.query_row(sql, [], |r| r.get::<_, i64>(0)).at(p).map(|n| n as u64) };
+        let count = |sql: &str| -> Result<u64> {
+            self.conn
+                .query_row(sql, [], |r| r.get::<_, i64>(0))
+                .at(p)
+                .map(|n| n as u64)
+        };
         let mut targets = Vec::new();
         let mut stmt = self
             .conn
@@ -218,7 +259,11 @@ impl Cache {
                  FROM targets t ORDER BY t.kind, t.canonical_json",
             )
             .at(p)?;
-        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as u64))).at(p)?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as u64))
+            })
+            .at(p)?;
         for row in rows {
             targets.push(row.at(p)?);
         }
@@ -230,7 +275,14 @@ impl Cache {
                  FROM toolchains c ORDER BY c.tvm_version, c.tvm_ffi_version",
             )
             .at(p)?;
-        let rows = stmt.query_map([], |r| Ok((Toolchain::new(r.get::<_, String>(0)?, r.get::<_, String>(1)?), r.get::<_, i64>(2)? as u64))).at(p)?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    Toolchain::new(r.get::<_, String>(0)?, r.get::<_, String>(1)?),
+                    r.get::<_, i64>(2)? as u64,
+                ))
+            })
+            .at(p)?;
         for row in rows {
             toolchains.push(row.at(p)?);
         }
@@ -257,7 +309,10 @@ impl Cache {
     /// `vacuum`, rewrites the file to return free pages to the file system.
     pub fn gc(&mut self, vacuum: bool) -> Result<GcSummary> {
         let path = self.path.clone();
-        let mut s = GcSummary { bytes_before: file_bytes(&path), ..GcSummary::default() };
+        let mut s = GcSummary {
+            bytes_before: file_bytes(&path),
+            ..GcSummary::default()
+        };
         let tx = self.write_tx()?;
         let k = read_best_k(&tx, &path)?;
         s.records = prune_all(&tx, &path, k)?;
@@ -274,14 +329,18 @@ impl Cache {
             self.conn.execute_batch("VACUUM").at(&path)?;
         }
         // Best effort: readers of other processes may hold the WAL; then it shrinks later.
-        let _ = self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        let _ = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
         s.bytes_after = file_bytes(&path);
         Ok(s)
     }
 
     /// A write transaction that holds the write lock from its start.
     pub(crate) fn write_tx(&mut self) -> Result<Transaction<'_>> {
-        self.conn.transaction_with_behavior(TransactionBehavior::Immediate).at(&self.path)
+        self.conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .at(&self.path)
     }
 }
 
@@ -292,8 +351,16 @@ fn enable_wal(conn: &Connection, path: &Path, timeout: Duration) -> Result<()> {
     loop {
         match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)) {
             Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
-            Ok(mode) => return Err(CacheError::NoWal { path: path.to_path_buf(), mode }),
-            Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) && start.elapsed() < timeout => {
+            Ok(mode) => {
+                return Err(CacheError::NoWal {
+                    path: path.to_path_buf(),
+                    mode,
+                })
+            }
+            Err(e)
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && start.elapsed() < timeout =>
+            {
                 std::thread::sleep(Duration::from_millis(5));
             }
             Err(e) => return Err(CacheError::sqlite(path, e)),
@@ -302,12 +369,21 @@ fn enable_wal(conn: &Connection, path: &Path, timeout: Duration) -> Result<()> {
 }
 
 pub(crate) fn read_best_k(conn: &Connection, path: &Path) -> Result<usize> {
-    let v: Option<String> =
-        conn.query_row("SELECT value FROM settings WHERE name = 'best_k'", [], |r| r.get(0)).optional().at(path)?;
+    let v: Option<String> = conn
+        .query_row(
+            "SELECT value FROM settings WHERE name = 'best_k'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .at(path)?;
     v.as_deref()
         .and_then(|s| s.parse::<usize>().ok())
         .filter(|&k| k > 0)
-        .ok_or_else(|| CacheError::Corrupt { path: path.to_path_buf(), detail: format!("settings.best_k is {v:?}") })
+        .ok_or_else(|| CacheError::Corrupt {
+            path: path.to_path_buf(),
+            detail: format!("settings.best_k is {v:?}"),
+        })
 }
 
 fn prune_all(tx: &Transaction, path: &Path, k: usize) -> Result<usize> {
@@ -344,7 +420,12 @@ pub(crate) struct Writer<'a> {
 
 impl<'a> Writer<'a> {
     pub(crate) fn new(tx: &'a Transaction<'a>, path: &'a Path) -> Result<Writer<'a>> {
-        Ok(Writer { tx, path, best_k: read_best_k(tx, path)?, now: now_unix() })
+        Ok(Writer {
+            tx,
+            path,
+            best_k: read_best_k(tx, path)?,
+            now: now_unix(),
+        })
     }
 
     pub(crate) fn target(&mut self, t: &Target) -> Result<i64> {
@@ -410,20 +491,32 @@ impl<'a> Writer<'a> {
             return Ok(id);
         }
         self.tx
-            .prepare_cached("INSERT INTO tasks(tvm_hash, workload_json) VALUES (?1, ?2) RETURNING id")
+            .prepare_cached(
+                "INSERT INTO tasks(tvm_hash, workload_json) VALUES (?1, ?2) RETURNING id",
+            )
             .and_then(|mut s| s.query_row(params![hash, w.json], |r| r.get(0)))
             .at(self.path)
     }
 
     /// Stores one record in `g`, keeping the group at the best k.
-    pub(crate) fn record(&mut self, g: Group, r: &NewRecord, summary: &mut PutSummary) -> Result<()> {
+    pub(crate) fn record(
+        &mut self,
+        g: Group,
+        r: &NewRecord,
+        summary: &mut PutSummary,
+    ) -> Result<()> {
         let mean = latency_mean(&r.latencies)?;
         let path = self.path;
         let digest = r.trace.digest();
-        let latencies = serde_json::to_string(&r.latencies).map_err(|e| CacheError::invalid("latencies", e.to_string()))?;
+        let latencies = serde_json::to_string(&r.latencies)
+            .map_err(|e| CacheError::invalid("latencies", e.to_string()))?;
         let args_info = r.args_info.as_ref().map(canonical_json);
         let p = &r.provenance;
-        let source = if p.source.is_empty() { "tune" } else { p.source.as_str() };
+        let source = if p.source.is_empty() {
+            "tune"
+        } else {
+            p.source.as_str()
+        };
         let created_at = p.created_at.unwrap_or(self.now);
         let n = r.latencies.len() as i64;
 
@@ -440,8 +533,11 @@ impl<'a> Writer<'a> {
                      WHERE task_id = ?1 AND target_id = ?2 AND toolchain_id = ?3 AND trace_id = ?4",
                 )
                 .and_then(|mut s| {
-                    s.query_row(params![g.task_id, g.target_id, g.toolchain_id, trace_id], |r| Ok((r.get(0)?, r.get(1)?)))
-                        .optional()
+                    s.query_row(
+                        params![g.task_id, g.target_id, g.toolchain_id, trace_id],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
+                    .optional()
                 })
                 .at(path)?;
             if let Some((id, old_mean)) = existing {
@@ -481,7 +577,9 @@ impl<'a> Writer<'a> {
             Some(id) => id,
             None => self
                 .tx
-                .prepare_cached("INSERT INTO traces(digest, trace_json) VALUES (?1, ?2) RETURNING id")
+                .prepare_cached(
+                    "INSERT INTO traces(digest, trace_json) VALUES (?1, ?2) RETURNING id",
+                )
                 .and_then(|mut s| s.query_row(params![&digest.0[..], r.trace.json()], |r| r.get(0)))
                 .at(path)?,
         };

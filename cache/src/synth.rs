@@ -29,7 +29,11 @@ fn key(parts: &[u64]) -> TaskKey {
 
 /// The keys of a synthetic task.
 pub fn keys(family: u64, group: u64, member: u64) -> TaskKeys {
-    TaskKeys { exact: key(&[1, family, group, member]), structural: key(&[2, family, group]), family: key(&[3, family]) }
+    TaskKeys {
+        exact: key(&[1, family, group, member]),
+        structural: key(&[2, family, group]),
+        family: key(&[3, family]),
+    }
 }
 
 /// The features of a synthetic task: a conv-like extent vector that grows with `member`.
@@ -37,15 +41,37 @@ pub fn features(family: u64, group: u64, member: u64) -> Features {
     let c = 3.0 + (member % 5) as f64;
     let hw = 3.0 + ((member / 5) % 4) as f64;
     let k = 1.0 + (group % 3) as f64;
-    let log2_extents = vec![0.0, c, hw, hw, c, c, k, k, 0.0, c, hw, hw, (family % 4) as f64];
+    let log2_extents = vec![
+        0.0,
+        c,
+        hw,
+        hw,
+        c,
+        c,
+        k,
+        k,
+        0.0,
+        c,
+        hw,
+        hw,
+        (family % 4) as f64,
+    ];
     let flops = 2f64.powf(1.0 + 2.0 * c + 2.0 * hw + 2.0 * k);
     let bytes = 4.0 * (2f64.powf(c + 2.0 * hw) * 2.0 + 2f64.powf(2.0 * c + 2.0 * k));
-    Features { log2_extents, flops, bytes }
+    Features {
+        log2_extents,
+        flops,
+        bytes,
+    }
 }
 
 /// A synthetic task entry (no TVM workload).
 pub fn task(family: u64, group: u64, member: u64) -> TaskEntry {
-    TaskEntry { keys: keys(family, group, member), features: features(family, group, member), workload: None }
+    TaskEntry {
+        keys: keys(family, group, member),
+        features: features(family, group, member),
+        workload: None,
+    }
 }
 
 /// A MetaSchedule-shaped trace (tiling of a 4-loop nest) whose decisions derive from `tag`;
@@ -60,10 +86,30 @@ pub fn trace(tag: u64) -> Trace {
         [
             ["GetSBlock", [], ["conv2d_nchw", "main"], ["b0"]],
             ["GetLoops", ["b0"], [], ["l1", "l2", "l3", "l4"]],
-            ["SamplePerfectTile", ["l1"], [4, 64], ["v5", "v6", "v7", "v8"]],
-            ["SamplePerfectTile", ["l2"], [4, 64], ["v9", "v10", "v11", "v12"]],
-            ["SampleCategorical", [], [[0, 16, 64, 512], [0.25, 0.25, 0.25, 0.25]], ["v13"]],
-            ["Annotate", ["b0", "v13"], ["meta_schedule.unroll_explicit"], []]
+            [
+                "SamplePerfectTile",
+                ["l1"],
+                [4, 64],
+                ["v5", "v6", "v7", "v8"]
+            ],
+            [
+                "SamplePerfectTile",
+                ["l2"],
+                [4, 64],
+                ["v9", "v10", "v11", "v12"]
+            ],
+            [
+                "SampleCategorical",
+                [],
+                [[0, 16, 64, 512], [0.25, 0.25, 0.25, 0.25]],
+                ["v13"]
+            ],
+            [
+                "Annotate",
+                ["b0", "v13"],
+                ["meta_schedule.unroll_explicit"],
+                []
+            ]
         ],
         [[2, tile(0)], [3, tile(1)], [4, (r >> 8) % 4], [5, tag]]
     ]);

@@ -57,7 +57,11 @@ impl Problems<'_> {
 impl Drop for Problems<'_> {
     fn drop(&mut self) {
         if self.n > MAX_PROBLEMS_PER_CHECK {
-            self.out.push(format!("{}: ... and {} more", self.check, self.n - MAX_PROBLEMS_PER_CHECK));
+            self.out.push(format!(
+                "{}: ... and {} more",
+                self.check,
+                self.n - MAX_PROBLEMS_PER_CHECK
+            ));
         }
     }
 }
@@ -68,7 +72,10 @@ impl Cache {
     pub fn verify(&self) -> Result<VerifyReport> {
         let mut report = VerifyReport::default();
         let mut problems = Vec::new();
-        let tx = self.conn.unchecked_transaction().map_err(|e| CacheError::sqlite(&self.path, e))?;
+        let tx = self
+            .conn
+            .unchecked_transaction()
+            .map_err(|e| CacheError::sqlite(&self.path, e))?;
         let checks: [(&'static str, Check); 7] = [
             ("integrity", check_integrity),
             ("foreign keys", check_foreign_keys),
@@ -79,11 +86,17 @@ impl Cache {
             ("tasks and targets", check_tasks_and_targets),
         ];
         for (name, check) in checks {
-            let mut p = Problems { out: &mut problems, check: name, n: 0 };
+            let mut p = Problems {
+                out: &mut problems,
+                check: name,
+                n: 0,
+            };
             if let Err(e) = check(self, &mut p, &mut report) {
                 match e.sqlite_error_code() {
                     Some(rusqlite::ErrorCode::NotADatabase) => {
-                        return Err(CacheError::NotADatabase { path: self.path.clone() })
+                        return Err(CacheError::NotADatabase {
+                            path: self.path.clone(),
+                        })
                     }
                     _ => p.push(format!("cannot read: {e}")),
                 }
@@ -109,10 +122,19 @@ fn check_integrity(c: &Cache, p: &mut Problems, _: &mut VerifyReport) -> rusqlit
 
 fn check_foreign_keys(c: &Cache, p: &mut Problems, _: &mut VerifyReport) -> rusqlite::Result<()> {
     let mut stmt = c.conn.prepare("PRAGMA foreign_key_check")?;
-    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<i64>>(1)?, r.get::<_, String>(2)?)))?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, Option<i64>>(1)?,
+            r.get::<_, String>(2)?,
+        ))
+    })?;
     for row in rows {
         let (table, rowid, parent) = row?;
-        p.push(format!("{table} row {} refers to a missing {parent} row", rowid.unwrap_or(-1)));
+        p.push(format!(
+            "{table} row {} refers to a missing {parent} row",
+            rowid.unwrap_or(-1)
+        ));
     }
     Ok(())
 }
@@ -130,12 +152,21 @@ fn check_schema(c: &Cache, p: &mut Problems, _: &mut VerifyReport) -> rusqlite::
 }
 
 fn check_best_k(c: &Cache, p: &mut Problems, _: &mut VerifyReport) -> rusqlite::Result<()> {
-    let Ok(k) = read_best_k(&c.conn, &c.path) else { return Ok(()) };
+    let Ok(k) = read_best_k(&c.conn, &c.path) else {
+        return Ok(());
+    };
     let mut stmt = c.conn.prepare(
         "SELECT task_id, target_id, toolchain_id, count(*) FROM records
          GROUP BY task_id, target_id, toolchain_id HAVING count(*) > ?1",
     )?;
-    let rows = stmt.query_map([k as i64], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?)))?;
+    let rows = stmt.query_map([k as i64], |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            r.get::<_, i64>(1)?,
+            r.get::<_, i64>(2)?,
+            r.get::<_, i64>(3)?,
+        ))
+    })?;
     for row in rows {
         let (task, target, toolchain, n) = row?;
         p.push(format!("task {task} target {target} toolchain {toolchain} has {n} records, more than best k = {k}"));
@@ -144,30 +175,44 @@ fn check_best_k(c: &Cache, p: &mut Problems, _: &mut VerifyReport) -> rusqlite::
 }
 
 fn check_records(c: &Cache, p: &mut Problems, report: &mut VerifyReport) -> rusqlite::Result<()> {
-    let mut stmt = c.conn.prepare("SELECT id, latencies_json, mean_latency, num_samples, args_info_json FROM records")?;
+    let mut stmt = c.conn.prepare(
+        "SELECT id, latencies_json, mean_latency, num_samples, args_info_json FROM records",
+    )?;
     let mut rows = stmt.query([])?;
     while let Some(r) = rows.next()? {
         report.records += 1;
-        let (id, lat, mean, n): (i64, String, f64, i64) = (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
+        let (id, lat, mean, n): (i64, String, f64, i64) =
+            (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
         let samples: Option<Vec<f64>> = serde_json::from_str::<Value>(&lat)
             .ok()
-            .and_then(|v| v.as_array().map(|a| a.iter().map(Value::as_f64).collect::<Option<Vec<f64>>>()))
+            .and_then(|v| {
+                v.as_array()
+                    .map(|a| a.iter().map(Value::as_f64).collect::<Option<Vec<f64>>>())
+            })
             .flatten();
         let Some(samples) = samples else {
             p.push(format!("record {id}: latencies are not a list of numbers"));
             continue;
         };
         if samples.len() as i64 != n || samples.is_empty() {
-            p.push(format!("record {id}: {} samples but num_samples = {n}", samples.len()));
+            p.push(format!(
+                "record {id}: {} samples but num_samples = {n}",
+                samples.len()
+            ));
             continue;
         }
-        if samples.iter().any(|&x| !(x.is_finite() && x > 0.0 && x < MS_INVALID_SECS)) {
+        if samples
+            .iter()
+            .any(|&x| !(x.is_finite() && x > 0.0 && x < MS_INVALID_SECS))
+        {
             p.push(format!("record {id}: a latency sample is not a valid time"));
             continue;
         }
         let actual = samples.iter().sum::<f64>() / samples.len() as f64;
         if (actual - mean).abs() > 1e-9 * actual.max(mean) {
-            p.push(format!("record {id}: mean_latency {mean} but the samples average {actual}"));
+            p.push(format!(
+                "record {id}: mean_latency {mean} but the samples average {actual}"
+            ));
         }
         if let Some(args) = r.get::<_, Option<String>>(4)? {
             if serde_json::from_str::<Value>(&args).is_err() {
@@ -179,7 +224,9 @@ fn check_records(c: &Cache, p: &mut Problems, report: &mut VerifyReport) -> rusq
 }
 
 fn check_traces(c: &Cache, p: &mut Problems, report: &mut VerifyReport) -> rusqlite::Result<()> {
-    let mut stmt = c.conn.prepare("SELECT id, digest, trace_json FROM traces")?;
+    let mut stmt = c
+        .conn
+        .prepare("SELECT id, digest, trace_json FROM traces")?;
     let mut rows = stmt.query([])?;
     while let Some(r) = rows.next()? {
         report.traces += 1;
@@ -201,8 +248,14 @@ fn check_traces(c: &Cache, p: &mut Problems, report: &mut VerifyReport) -> rusql
     Ok(())
 }
 
-fn check_tasks_and_targets(c: &Cache, p: &mut Problems, report: &mut VerifyReport) -> rusqlite::Result<()> {
-    let mut stmt = c.conn.prepare("SELECT id, exact_key, structural_key, family_key, features_json, tvm_hash FROM tasks")?;
+fn check_tasks_and_targets(
+    c: &Cache,
+    p: &mut Problems,
+    report: &mut VerifyReport,
+) -> rusqlite::Result<()> {
+    let mut stmt = c.conn.prepare(
+        "SELECT id, exact_key, structural_key, family_key, features_json, tvm_hash FROM tasks",
+    )?;
     let mut rows = stmt.query([])?;
     while let Some(r) = rows.next()? {
         report.tasks += 1;
@@ -225,13 +278,19 @@ fn check_tasks_and_targets(c: &Cache, p: &mut Problems, report: &mut VerifyRepor
             }
         }
     }
-    let mut stmt = c.conn.prepare("SELECT id, kind, canonical_json FROM targets")?;
+    let mut stmt = c
+        .conn
+        .prepare("SELECT id, kind, canonical_json FROM targets")?;
     let mut rows = stmt.query([])?;
     while let Some(r) = rows.next()? {
         let (id, kind, json): (i64, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
         match serde_json::from_str::<Value>(&json) {
-            Ok(v) if canonical_json(&v) == json && v.get("kind").and_then(Value::as_str) == Some(kind.as_str()) => {}
-            _ => p.push(format!("target {id}: JSON is not the canonical config of a '{kind}' target")),
+            Ok(v)
+                if canonical_json(&v) == json
+                    && v.get("kind").and_then(Value::as_str) == Some(kind.as_str()) => {}
+            _ => p.push(format!(
+                "target {id}: JSON is not the canonical config of a '{kind}' target"
+            )),
         }
     }
     report.unreferenced += c.conn.query_row(

@@ -2,7 +2,9 @@
 //! tiers and their ranking, target and toolchain isolation, and damaged cache files.
 
 use std::path::{Path, PathBuf};
-use tgc_cache::{synth, Cache, CacheError, NewRecord, Query, TaskEntry, Target, Tier, Toolchain, Workload};
+use tgc_cache::{
+    synth, Cache, CacheError, NewRecord, Query, Target, TaskEntry, Tier, Toolchain, Workload,
+};
 
 fn llvm() -> Target {
     Target::parse(r#"{"kind":"llvm","keys":["cpu"],"num-cores":2}"#).unwrap()
@@ -33,19 +35,42 @@ fn temp_cache() -> (tempfile::TempDir, PathBuf, Cache) {
 fn put_dedupes_traces_and_keeps_the_best_measurement() {
     let (_d, _p, mut cache) = temp_cache();
     let task = synth::task(0, 0, 0);
-    let s = cache.put(&task, &llvm(), &tc(), &[record_with(1, 3e-4), record_with(2, 2e-4)]).unwrap();
+    let s = cache
+        .put(
+            &task,
+            &llvm(),
+            &tc(),
+            &[record_with(1, 3e-4), record_with(2, 2e-4)],
+        )
+        .unwrap();
     assert_eq!((s.inserted, s.duplicates, s.improved), (2, 0, 0));
     // Trace 1 again, slower: nothing changes. Faster: the record improves.
-    let s = cache.put(&task, &llvm(), &tc(), &[record_with(1, 5e-4)]).unwrap();
+    let s = cache
+        .put(&task, &llvm(), &tc(), &[record_with(1, 5e-4)])
+        .unwrap();
     assert_eq!(s.duplicates, 1);
-    let s = cache.put(&task, &llvm(), &tc(), &[record_with(1, 1e-4)]).unwrap();
+    let s = cache
+        .put(&task, &llvm(), &tc(), &[record_with(1, 1e-4)])
+        .unwrap();
     assert_eq!(s.improved, 1);
     // The same trace on another task is stored once.
-    cache.put(&synth::task(0, 0, 1), &llvm(), &tc(), &[record_with(1, 1e-4)]).unwrap();
+    cache
+        .put(
+            &synth::task(0, 0, 1),
+            &llvm(),
+            &tc(),
+            &[record_with(1, 1e-4)],
+        )
+        .unwrap();
     let st = cache.stats().unwrap();
     assert_eq!((st.tasks, st.records, st.traces), (2, 3, 2));
-    let c = cache.candidates(&task.keys, &task.features, &llvm(), &tc(), 10).unwrap();
-    assert_eq!(c.iter().map(|c| c.mean_latency).collect::<Vec<_>>(), vec![1e-4, 2e-4]);
+    let c = cache
+        .candidates(&task.keys, &task.features, &llvm(), &tc(), 10)
+        .unwrap();
+    assert_eq!(
+        c.iter().map(|c| c.mean_latency).collect::<Vec<_>>(),
+        vec![1e-4, 2e-4]
+    );
     assert_eq!(c[0].trace, synth::trace(1));
     assert!(cache.verify().unwrap().is_ok());
 }
@@ -55,20 +80,35 @@ fn best_k_bounds_every_group_and_can_be_lowered() {
     let (_d, _p, mut cache) = temp_cache();
     assert_eq!(cache.best_k().unwrap(), 32);
     let task = synth::task(0, 0, 0);
-    let records: Vec<NewRecord> = (0..50).map(|i| record_with(i, 1e-4 * (1.0 + i as f64))).collect();
+    let records: Vec<NewRecord> = (0..50)
+        .map(|i| record_with(i, 1e-4 * (1.0 + i as f64)))
+        .collect();
     let s = cache.put(&task, &llvm(), &tc(), &records).unwrap();
     // Offered fastest first, the last 18 never make it into the full group.
     assert_eq!((s.inserted, s.pruned), (32, 18));
     // Offered a faster one, the group drops its slowest.
-    let s = cache.put(&task, &llvm(), &tc(), &[record_with(99, 1e-5)]).unwrap();
+    let s = cache
+        .put(&task, &llvm(), &tc(), &[record_with(99, 1e-5)])
+        .unwrap();
     assert_eq!((s.inserted, s.pruned), (1, 1));
-    let kept = cache.candidates(&task.keys, &task.features, &llvm(), &tc(), 100).unwrap();
+    let kept = cache
+        .candidates(&task.keys, &task.features, &llvm(), &tc(), 100)
+        .unwrap();
     assert_eq!(kept.len(), 32);
     // The kept ones are the 32 fastest, fastest first.
     assert_eq!(kept[0].trace, synth::trace(99));
-    assert!(kept[1..].iter().enumerate().all(|(i, c)| c.trace == synth::trace(i as u64)));
+    assert!(kept[1..]
+        .iter()
+        .enumerate()
+        .all(|(i, c)| c.trace == synth::trace(i as u64)));
     assert_eq!(cache.set_best_k(5).unwrap(), 27);
-    assert_eq!(cache.candidates(&task.keys, &task.features, &llvm(), &tc(), 100).unwrap().len(), 5);
+    assert_eq!(
+        cache
+            .candidates(&task.keys, &task.features, &llvm(), &tc(), 100)
+            .unwrap()
+            .len(),
+        5
+    );
     // Pruned traces do not linger.
     assert_eq!(cache.stats().unwrap().traces, 5);
     assert!(cache.set_best_k(0).is_err());
@@ -80,21 +120,49 @@ fn target_and_toolchain_are_part_of_every_lookup() {
     let (_d, _p, mut cache) = temp_cache();
     let task = synth::task(0, 0, 0);
     let old = Toolchain::new("0.20.0", "0.1.0");
-    cache.put(&task, &llvm(), &tc(), &[record_with(1, 1e-4)]).unwrap();
-    cache.put(&task, &cuda(), &tc(), &[record_with(2, 1e-5)]).unwrap();
-    cache.put(&task, &llvm(), &old, &[record_with(3, 1e-6)]).unwrap();
-    let on = |t: &Target, c: &Toolchain| cache.candidates(&task.keys, &task.features, t, c, 10).unwrap();
+    cache
+        .put(&task, &llvm(), &tc(), &[record_with(1, 1e-4)])
+        .unwrap();
+    cache
+        .put(&task, &cuda(), &tc(), &[record_with(2, 1e-5)])
+        .unwrap();
+    cache
+        .put(&task, &llvm(), &old, &[record_with(3, 1e-6)])
+        .unwrap();
+    let on = |t: &Target, c: &Toolchain| {
+        cache
+            .candidates(&task.keys, &task.features, t, c, 10)
+            .unwrap()
+    };
     // A CPU record never seeds a GPU run, and the reverse.
-    assert_eq!(on(&llvm(), &tc()).iter().map(|c| c.trace.clone()).collect::<Vec<_>>(), vec![synth::trace(1)]);
-    assert_eq!(on(&cuda(), &tc()).iter().map(|c| c.trace.clone()).collect::<Vec<_>>(), vec![synth::trace(2)]);
+    assert_eq!(
+        on(&llvm(), &tc())
+            .iter()
+            .map(|c| c.trace.clone())
+            .collect::<Vec<_>>(),
+        vec![synth::trace(1)]
+    );
+    assert_eq!(
+        on(&cuda(), &tc())
+            .iter()
+            .map(|c| c.trace.clone())
+            .collect::<Vec<_>>(),
+        vec![synth::trace(2)]
+    );
     // Another TVM version is not applied unless asked for.
     assert_eq!(on(&llvm(), &old).len(), 1);
     assert!(on(&llvm(), &Toolchain::new("0.28.0", "0.2.0")).is_empty());
-    let any = cache.lookup(&Query::new(&task.keys, &task.features, &llvm(), &tc(), 10).across_toolchains()).unwrap();
+    let any = cache
+        .lookup(&Query::new(&task.keys, &task.features, &llvm(), &tc(), 10).across_toolchains())
+        .unwrap();
     assert_eq!(any.len(), 2);
     assert_eq!(any[0].toolchain, old);
     // An unknown target finds nothing.
-    assert!(on(&Target::parse(r#"{"kind":"llvm","num-cores":8}"#).unwrap(), &tc()).is_empty());
+    assert!(on(
+        &Target::parse(r#"{"kind":"llvm","num-cores":8}"#).unwrap(),
+        &tc()
+    )
+    .is_empty());
 }
 
 #[test]
@@ -102,20 +170,64 @@ fn tiers_come_in_order_exact_structural_family() {
     let (_d, _p, mut cache) = temp_cache();
     let query = synth::task(1, 0, 0);
     // Exact: two records of the query task itself.
-    cache.put(&query, &llvm(), &tc(), &[record_with(10, 5e-4), record_with(11, 4e-4)]).unwrap();
+    cache
+        .put(
+            &query,
+            &llvm(),
+            &tc(),
+            &[record_with(10, 5e-4), record_with(11, 4e-4)],
+        )
+        .unwrap();
     // Structural neighbours: same group, other members (near and far).
-    cache.put(&synth::task(1, 0, 1), &llvm(), &tc(), &[record_with(20, 1e-4), record_with(21, 2e-4)]).unwrap();
-    cache.put(&synth::task(1, 0, 19), &llvm(), &tc(), &[record_with(30, 1e-5)]).unwrap();
+    cache
+        .put(
+            &synth::task(1, 0, 1),
+            &llvm(),
+            &tc(),
+            &[record_with(20, 1e-4), record_with(21, 2e-4)],
+        )
+        .unwrap();
+    cache
+        .put(
+            &synth::task(1, 0, 19),
+            &llvm(),
+            &tc(),
+            &[record_with(30, 1e-5)],
+        )
+        .unwrap();
     // Family: another structural group of the same family.
-    cache.put(&synth::task(1, 1, 0), &llvm(), &tc(), &[record_with(40, 1e-6)]).unwrap();
+    cache
+        .put(
+            &synth::task(1, 1, 0),
+            &llvm(),
+            &tc(),
+            &[record_with(40, 1e-6)],
+        )
+        .unwrap();
     // Unrelated family: never returned.
-    cache.put(&synth::task(2, 0, 0), &llvm(), &tc(), &[record_with(50, 1e-7)]).unwrap();
+    cache
+        .put(
+            &synth::task(2, 0, 0),
+            &llvm(),
+            &tc(),
+            &[record_with(50, 1e-7)],
+        )
+        .unwrap();
 
-    let c = cache.candidates(&query.keys, &query.features, &llvm(), &tc(), 10).unwrap();
+    let c = cache
+        .candidates(&query.keys, &query.features, &llvm(), &tc(), 10)
+        .unwrap();
     let got: Vec<(Tier, u64)> = c.iter().map(|c| (c.tier, tag_of(&c.trace))).collect();
     assert_eq!(
         got,
-        vec![(Tier::Exact, 11), (Tier::Exact, 10), (Tier::Structural, 20), (Tier::Structural, 21), (Tier::Structural, 30), (Tier::Family, 40)]
+        vec![
+            (Tier::Exact, 11),
+            (Tier::Exact, 10),
+            (Tier::Structural, 20),
+            (Tier::Structural, 21),
+            (Tier::Structural, 30),
+            (Tier::Family, 40)
+        ]
     );
     assert_eq!(c[0].distance, 0.0);
     // Distances grow with the member index; the nearest neighbour wins despite slower records.
@@ -128,8 +240,13 @@ fn tiers_come_in_order_exact_structural_family() {
     }
     assert_eq!((c[2].rank_bias, c[3].rank_bias), (0.0, 1.0));
     // The limit cuts in tier order.
-    let two = cache.candidates(&query.keys, &query.features, &llvm(), &tc(), 3).unwrap();
-    assert_eq!(two.iter().map(|c| tag_of(&c.trace)).collect::<Vec<_>>(), vec![11, 10, 20]);
+    let two = cache
+        .candidates(&query.keys, &query.features, &llvm(), &tc(), 3)
+        .unwrap();
+    assert_eq!(
+        two.iter().map(|c| tag_of(&c.trace)).collect::<Vec<_>>(),
+        vec![11, 10, 20]
+    );
 }
 
 #[test]
@@ -141,12 +258,42 @@ fn the_ranking_bias_prefers_traces_good_on_many_neighbours() {
     // their traces. Trace 100 is the fastest on both; trace 101 is fastest on one only.
     let (a, b) = (synth::task(3, 0, 1), synth::task(3, 0, 5));
     assert_eq!(
-        query.features.distance(&a.features).map(|d| (d * 1e9).round()),
-        query.features.distance(&b.features).map(|d| (d * 1e9).round())
+        query
+            .features
+            .distance(&a.features)
+            .map(|d| (d * 1e9).round()),
+        query
+            .features
+            .distance(&b.features)
+            .map(|d| (d * 1e9).round())
     );
-    cache.put(&a, &llvm(), &tc(), &[record_with(100, 1e-4), record_with(101, 2e-4), record_with(102, 3e-4)]).unwrap();
-    cache.put(&b, &llvm(), &tc(), &[record_with(101, 1.5e-4), record_with(100, 1e-4), record_with(103, 9e-4)]).unwrap();
-    let c = cache.candidates(&query.keys, &query.features, &llvm(), &tc(), 10).unwrap();
+    cache
+        .put(
+            &a,
+            &llvm(),
+            &tc(),
+            &[
+                record_with(100, 1e-4),
+                record_with(101, 2e-4),
+                record_with(102, 3e-4),
+            ],
+        )
+        .unwrap();
+    cache
+        .put(
+            &b,
+            &llvm(),
+            &tc(),
+            &[
+                record_with(101, 1.5e-4),
+                record_with(100, 1e-4),
+                record_with(103, 9e-4),
+            ],
+        )
+        .unwrap();
+    let c = cache
+        .candidates(&query.keys, &query.features, &llvm(), &tc(), 10)
+        .unwrap();
     let order: Vec<u64> = c.iter().map(|c| tag_of(&c.trace)).collect();
     assert_eq!(order, vec![100, 101, 102, 103]);
     // Trace 101 ranks 0.5 on a (2nd of 3) and 0.5 on b (2nd of 3): averaged 0.5.
@@ -160,15 +307,35 @@ fn imported_workloads_are_found_through_the_tvm_hash() {
     // A tgc task the bridge lowered to TVM hash 42, and (as an import would leave it) a
     // MetaSchedule workload with hash 42 and its own records.
     let mut task = synth::task(4, 0, 0);
-    task.workload = Some(Workload { tvm_hash: 42, json: "{\"root_index\":0}".into() });
-    cache.put(&task, &llvm(), &tc(), &[record_with(1, 3e-4)]).unwrap();
-    let other = TaskEntry { workload: Some(Workload { tvm_hash: 42, json: "{}".into() }), ..synth::task(99, 9, 9) };
-    cache.put(&other, &llvm(), &tc(), &[record_with(2, 1e-4)]).unwrap();
+    task.workload = Some(Workload {
+        tvm_hash: 42,
+        json: "{\"root_index\":0}".into(),
+    });
+    cache
+        .put(&task, &llvm(), &tc(), &[record_with(1, 3e-4)])
+        .unwrap();
+    let other = TaskEntry {
+        workload: Some(Workload {
+            tvm_hash: 42,
+            json: "{}".into(),
+        }),
+        ..synth::task(99, 9, 9)
+    };
+    cache
+        .put(&other, &llvm(), &tc(), &[record_with(2, 1e-4)])
+        .unwrap();
     let (target, toolchain) = (llvm(), tc());
     let q = Query::new(&task.keys, &task.features, &target, &toolchain, 10);
-    assert_eq!(cache.lookup(&q).unwrap().len(), 1, "without the hash only the exact tier");
+    assert_eq!(
+        cache.lookup(&q).unwrap().len(),
+        1,
+        "without the hash only the exact tier"
+    );
     let c = cache.lookup(&q.clone().with_tvm_hash(42)).unwrap();
-    assert_eq!(c.iter().map(|c| c.tier).collect::<Vec<_>>(), vec![Tier::Exact, Tier::TvmHash]);
+    assert_eq!(
+        c.iter().map(|c| c.tier).collect::<Vec<_>>(),
+        vec![Tier::Exact, Tier::TvmHash]
+    );
     assert_eq!(c[1].source.tvm_hash, Some(42));
 }
 
@@ -176,13 +343,18 @@ fn imported_workloads_are_found_through_the_tvm_hash() {
 fn gc_removes_what_no_record_uses() {
     let (_d, path, mut cache) = temp_cache();
     for m in 0..5 {
-        let recs: Vec<NewRecord> = (0..10).map(|i| record_with(m * 100 + i, 1e-4 * (1.0 + i as f64))).collect();
-        cache.put(&synth::task(5, 0, m), &llvm(), &tc(), &recs).unwrap();
+        let recs: Vec<NewRecord> = (0..10)
+            .map(|i| record_with(m * 100 + i, 1e-4 * (1.0 + i as f64)))
+            .collect();
+        cache
+            .put(&synth::task(5, 0, m), &llvm(), &tc(), &recs)
+            .unwrap();
     }
     // Lower k behind the cache's back (as an older binary with a bug might): gc enforces it.
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute("UPDATE settings SET value = '3' WHERE name = 'best_k'", []).unwrap();
+        conn.execute("UPDATE settings SET value = '3' WHERE name = 'best_k'", [])
+            .unwrap();
     }
     let report = cache.verify().unwrap();
     assert_eq!(report.problems.len(), 5, "{:?}", report.problems);
@@ -197,12 +369,32 @@ fn gc_removes_what_no_record_uses() {
 #[test]
 fn stats_counts_targets_and_toolchains() {
     let (_d, path, mut cache) = temp_cache();
-    cache.put(&synth::task(0, 0, 0), &llvm(), &tc(), &[record_with(1, 1e-4)]).unwrap();
-    cache.put(&synth::task(0, 0, 0), &cuda(), &tc(), &[record_with(1, 1e-4), record_with(2, 1e-4)]).unwrap();
+    cache
+        .put(
+            &synth::task(0, 0, 0),
+            &llvm(),
+            &tc(),
+            &[record_with(1, 1e-4)],
+        )
+        .unwrap();
+    cache
+        .put(
+            &synth::task(0, 0, 0),
+            &cuda(),
+            &tc(),
+            &[record_with(1, 1e-4), record_with(2, 1e-4)],
+        )
+        .unwrap();
     let st = cache.stats().unwrap();
     assert_eq!(st.path, path);
     assert_eq!(st.schema_version, tgc_cache::schema::SCHEMA_VERSION);
-    assert_eq!(st.targets.iter().map(|t| (t.0.as_str(), t.2)).collect::<Vec<_>>(), vec![("cuda", 2), ("llvm", 1)]);
+    assert_eq!(
+        st.targets
+            .iter()
+            .map(|t| (t.0.as_str(), t.2))
+            .collect::<Vec<_>>(),
+        vec![("cuda", 2), ("llvm", 1)]
+    );
     assert_eq!(st.toolchains, vec![(tc(), 3)]);
     assert!(st.file_bytes > 0);
 }
@@ -211,7 +403,10 @@ fn stats_counts_targets_and_toolchains() {
 fn default_location_follows_tgc_cache() {
     // Only this test touches the variable.
     std::env::set_var("TGC_CACHE", "/some/where/c.sqlite");
-    assert_eq!(Cache::default_path().unwrap(), PathBuf::from("/some/where/c.sqlite"));
+    assert_eq!(
+        Cache::default_path().unwrap(),
+        PathBuf::from("/some/where/c.sqlite")
+    );
     std::env::remove_var("TGC_CACHE");
     let p = Cache::default_path().unwrap();
     assert!(p.ends_with("tgc/cache.sqlite"), "{}", p.display());
@@ -220,7 +415,10 @@ fn default_location_follows_tgc_cache() {
 fn one_line_naming(err: &CacheError, path: &Path) -> String {
     let msg = err.to_string();
     assert!(!msg.contains('\n'), "one line: {msg}");
-    assert!(msg.contains(&path.display().to_string()), "names the file: {msg}");
+    assert!(
+        msg.contains(&path.display().to_string()),
+        "names the file: {msg}"
+    );
     msg
 }
 
@@ -245,7 +443,9 @@ fn a_truncated_cache_is_a_clear_error() {
         let mut cache = Cache::open(&path).unwrap();
         for m in 0..40 {
             let recs: Vec<NewRecord> = (0..8).map(|i| synth::record(m * 100 + i)).collect();
-            cache.put(&synth::task(6, m % 4, m), &llvm(), &tc(), &recs).unwrap();
+            cache
+                .put(&synth::task(6, m % 4, m), &llvm(), &tc(), &recs)
+                .unwrap();
         }
         cache.gc(false).unwrap();
     }
@@ -288,9 +488,14 @@ fn a_newer_schema_is_refused_not_downgraded() {
     }
     let err = Cache::open(&path).err().unwrap();
     let msg = one_line_naming(&err, &path);
-    assert!(msg.contains("schema version 99 is newer than this tgc supports (1)"), "{msg}");
+    assert!(
+        msg.contains("schema version 99 is newer than this tgc supports (1)"),
+        "{msg}"
+    );
     let conn = rusqlite::Connection::open(&path).unwrap();
-    let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    let v: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(v, 99, "left untouched");
 }
 
@@ -307,5 +512,7 @@ fn open_existing_does_not_create() {
 /// The tag a synthetic trace was made from (its last decision).
 fn tag_of(t: &tgc_cache::Trace) -> u64 {
     let v: serde_json::Value = serde_json::from_str(t.json()).unwrap();
-    v[1].as_array().unwrap().last().unwrap()[1].as_u64().unwrap()
+    v[1].as_array().unwrap().last().unwrap()[1]
+        .as_u64()
+        .unwrap()
 }

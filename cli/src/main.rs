@@ -7,6 +7,7 @@ mod import;
 mod input;
 mod opt;
 mod tasks;
+mod tune;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -32,6 +33,8 @@ enum Command {
     Import(import::ImportArgs),
     /// Partition a model into tuning tasks and list each distinct task with its keys.
     Tasks(tasks::TasksArgs),
+    /// Tune a model with TVM MetaSchedule, seeded from the cache, and write the results back.
+    Tune(tune::TuneArgs),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
         Command::Opt(args) => opt::run(args),
         Command::Import(args) => import::run(args),
         Command::Tasks(args) => tasks::run(args),
+        Command::Tune(args) => tune::run(args),
         Command::Passes => {
             print!(
                 "Registered passes (use in --passes as name{{option=value ...}}):\n{}",

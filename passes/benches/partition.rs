@@ -11,11 +11,17 @@ use tgc_passes::canonicalize::Canonicalize;
 use tgc_passes::partition::Partition;
 use tgc_passes::Pass;
 
-const MODELS: [&str; 4] =
-    ["keras-resnet50", "keras-mobilenetv2", "keras-densenet121", "keras-inceptionv3"];
+const MODELS: [&str; 4] = [
+    "keras-resnet50",
+    "keras-mobilenetv2",
+    "keras-densenet121",
+    "keras-inceptionv3",
+];
 
 fn model(name: &str) -> Module {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models").join(format!("{name}.onnx"));
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../models")
+        .join(format!("{name}.onnx"));
     tgc_ir::onnx::import_file(&path, &[]).expect("bundled model imports")
 }
 
@@ -29,10 +35,14 @@ fn generated(n: usize) -> Module {
     conv.insert("padding".into(), Attr::ints([1, 1, 1, 1]));
     let (mut skip, mut block) = (x, 0);
     while f.bindings.len() + 4 <= n {
-        let y = f.push_op1("nn.conv2d", &[x, w], conv.clone()).expect("conv2d");
+        let y = f
+            .push_op1("nn.conv2d", &[x, w], conv.clone())
+            .expect("conv2d");
         let mut y = f.push_op1("add", &[y, b], Attrs::new()).expect("bias");
         if block % 3 == 2 {
-            y = f.push_op1("add", &[y, skip], Attrs::new()).expect("residual");
+            y = f
+                .push_op1("add", &[y, skip], Attrs::new())
+                .expect("residual");
             skip = y;
         }
         x = f.push_op1("nn.relu", &[y], Attrs::new()).expect("relu");
@@ -63,16 +73,25 @@ fn bench(c: &mut Criterion) {
     let big = generated(100_000);
     g.sample_size(10);
     g.throughput(Throughput::Elements(big.num_bindings() as u64));
-    g.bench_with_input(BenchmarkId::from_parameter("generated-100k"), &big, |b, m| {
-        b.iter(|| partition_and_canonicalize(m))
-    });
+    g.bench_with_input(
+        BenchmarkId::from_parameter("generated-100k"),
+        &big,
+        |b, m| b.iter(|| partition_and_canonicalize(m)),
+    );
     g.finish();
 
     // Hashing alone: the three keys of every task of the partitioned DenseNet-121.
     let mut dense = model("keras-densenet121");
     Partition::default().run(&mut dense).expect("partition");
-    let tasks: Vec<&Function> = dense.functions.values().filter(|f| f.is_primitive()).collect();
-    let nodes: usize = tasks.iter().map(|f| f.bindings.len() + f.params.len()).sum();
+    let tasks: Vec<&Function> = dense
+        .functions
+        .values()
+        .filter(|f| f.is_primitive())
+        .collect();
+    let nodes: usize = tasks
+        .iter()
+        .map(|f| f.bindings.len() + f.params.len())
+        .sum();
     let mut h = c.benchmark_group("keys");
     h.throughput(Throughput::Elements(nodes as u64));
     h.bench_function("densenet121-task-keys", |b| {

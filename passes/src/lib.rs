@@ -2,12 +2,15 @@
 //! passes. Each pass declares itself once in a `static INFO: PassInfo`; the registry in
 //! tgc-pipelines lists those declarations.
 
+pub mod annotate_cache;
 pub mod canonicalize;
 pub mod cse;
 pub mod dce;
 pub mod manager;
 pub mod partition;
 pub mod pass;
+pub mod seed_schedules;
+pub mod seeding;
 
 pub use manager::{Instrumentation, PassManager, PassRun, PipelineError, PrintIrAfter};
 pub use pass::{OptionKind, OptionSpec, OptionValue, Pass, PassError, PassInfo, PassOptions};

@@ -13,10 +13,27 @@ use tgc_passes::{PassInfo, PassManager, PassOptions};
 
 /// Every registered pass, in the order `tgc passes` lists them.
 pub static PASSES: &[&PassInfo] = &[
+    &tgc_passes::annotate_cache::INFO,
     &tgc_passes::canonicalize::INFO,
     &tgc_passes::cse::INFO,
     &tgc_passes::dce::INFO,
     &tgc_passes::partition::INFO,
+    &tgc_passes::seed_schedules::INFO,
+];
+
+/// Named pipelines: a name that stands for a whole pipeline (options are not taken; the
+/// cache comes from `$TGC_CACHE` or the user cache dir).
+pub static NAMED_PIPELINES: &[(&str, &str, &str)] = &[
+    (
+        "tgc-cpu",
+        "partition, key, look up and plan seeds for an llvm target",
+        "partition,canonicalize,annotate-cache{target=llvm},seed-schedules",
+    ),
+    (
+        "tgc-gpu",
+        "partition, key, look up and plan seeds for a cuda target",
+        "partition,canonicalize,annotate-cache{target=cuda},seed-schedules",
+    ),
 ];
 
 /// Looks a pass up by name.
@@ -32,6 +49,17 @@ pub fn pass_names() -> String {
 /// Parses `text` and adds each pass, created with its resolved options, to `pm`.
 pub fn build_pipeline(text: &str, pm: &mut PassManager) -> Result<(), PipelineParseError> {
     for element in parse_pipeline(text)? {
+        if let Some((_, _, expansion)) = NAMED_PIPELINES.iter().find(|(n, _, _)| *n == element.name)
+        {
+            if !element.options.is_empty() {
+                return Err(PipelineParseError {
+                    column: element.column,
+                    message: format!("named pipeline '{}' takes no options", element.name),
+                });
+            }
+            build_pipeline(expansion, pm)?;
+            continue;
+        }
         let info = lookup(&element.name).ok_or_else(|| PipelineParseError {
             column: element.column,
             message: format!(
@@ -72,6 +100,10 @@ pub fn help_text() -> String {
                 }
             ));
         }
+    }
+    out.push_str("Named pipelines:\n");
+    for (name, summary, expansion) in NAMED_PIPELINES {
+        out.push_str(&format!("  {name:<20} {summary}\n      = {expansion}\n"));
     }
     out
 }

@@ -38,24 +38,43 @@ pub fn task_json(f: &Function) -> Result<Value, String> {
     let mut bindings = Vec::with_capacity(f.bindings.len());
     for b in &f.bindings {
         let Callee::Op(op) = &b.callee else {
-            return Err(format!("task @{} calls a function; a task must be ops only", f.name));
+            return Err(format!(
+                "task @{} calls a function; a task must be ops only",
+                f.name
+            ));
         };
         let operands: Vec<usize> = b
             .operands
             .iter()
-            .map(|o| number.get(o).copied().ok_or_else(|| format!("task @{}: operand used before definition", f.name)))
+            .map(|o| {
+                number
+                    .get(o)
+                    .copied()
+                    .ok_or_else(|| format!("task @{}: operand used before definition", f.name))
+            })
             .collect::<Result<_, _>>()?;
-        let attrs: Map<String, Value> = b.attrs.iter().map(|(k, v)| (k.clone(), attr_json(v))).collect();
+        let attrs: Map<String, Value> = b
+            .attrs
+            .iter()
+            .map(|(k, v)| (k.clone(), attr_json(v)))
+            .collect();
         let results: Vec<Value> = b.results.iter().map(|r| type_json(f.ty(*r))).collect();
         for r in &b.results {
             number.insert(*r, number.len());
         }
-        bindings.push(json!({ "op": op.name(), "operands": operands, "attrs": attrs, "results": results }));
+        bindings.push(
+            json!({ "op": op.name(), "operands": operands, "attrs": attrs, "results": results }),
+        );
     }
     let results: Vec<usize> = f
         .results
         .iter()
-        .map(|r| number.get(r).copied().ok_or_else(|| format!("task @{}: result is not defined", f.name)))
+        .map(|r| {
+            number
+                .get(r)
+                .copied()
+                .ok_or_else(|| format!("task @{}: result is not defined", f.name))
+        })
         .collect::<Result<_, _>>()?;
     Ok(json!({ "name": f.name, "params": params, "bindings": bindings, "results": results }))
 }
@@ -82,11 +101,18 @@ pub fn module_json(m: &Module) -> Result<Value, String> {
         let args: Vec<usize> = b
             .operands
             .iter()
-            .map(|o| number.get(o).copied().ok_or("@main: operand used before definition"))
+            .map(|o| {
+                number
+                    .get(o)
+                    .copied()
+                    .ok_or("@main: operand used before definition")
+            })
             .collect::<Result<_, _>>()?;
         match &b.callee {
             Callee::Func(name) => {
-                let f = m.function(name).ok_or_else(|| format!("@main calls undefined @{name}"))?;
+                let f = m
+                    .function(name)
+                    .ok_or_else(|| format!("@main calls undefined @{name}"))?;
                 if seen.insert(name.clone()) {
                     tasks.push(task_json(f)?);
                 }
@@ -97,7 +123,10 @@ pub fn module_json(m: &Module) -> Result<Value, String> {
                 calls.push(json!({ "constant": { "value": a("value"), "shape": a("shape"), "dtype": a("dtype") } }));
             }
             Callee::Op(op) => {
-                return Err(format!("@main still applies op '{}': partition the module first", op.name()));
+                return Err(format!(
+                    "@main still applies op '{}': partition the module first",
+                    op.name()
+                ));
             }
         }
         for r in &b.results {
@@ -137,7 +166,10 @@ mod tests {
     fn task_json_numbers_params_then_results() {
         let m = parse_module(SRC, "t").unwrap();
         let t = task_json(m.function("fused_conv2d_relu").unwrap()).unwrap();
-        assert_eq!(t["params"][1], json!({"name": "b", "shape": [4, 4, 3, 3], "dtype": "float32"}));
+        assert_eq!(
+            t["params"][1],
+            json!({"name": "b", "shape": [4, 4, 3, 3], "dtype": "float32"})
+        );
         assert_eq!(t["bindings"][0]["operands"], json!([0, 1]));
         assert_eq!(t["bindings"][0]["attrs"], json!({"padding": [1, 1, 1, 1]}));
         assert_eq!(t["bindings"][1]["operands"], json!([2]));
@@ -150,8 +182,14 @@ mod tests {
         let j = module_json(&m).unwrap();
         assert_eq!(j["tasks"].as_array().unwrap().len(), 1);
         assert_eq!(j["calls"][0]["constant"]["value"], json!([0.5]));
-        assert_eq!(j["calls"][1], json!({"task": "fused_conv2d_relu", "args": [0, 1]}));
-        assert_eq!(j["calls"][2], json!({"task": "fused_conv2d_relu", "args": [3, 1]}));
+        assert_eq!(
+            j["calls"][1],
+            json!({"task": "fused_conv2d_relu", "args": [0, 1]})
+        );
+        assert_eq!(
+            j["calls"][2],
+            json!({"task": "fused_conv2d_relu", "args": [3, 1]})
+        );
         assert_eq!(j["results"], json!([4]));
     }
 
@@ -159,6 +197,9 @@ mod tests {
     fn unpartitioned_main_is_an_error() {
         let src = "module @m {\n  func @main(%x: tensor<2xf32>) -> tensor<2xf32> {\n    %0 = nn.relu(%x) : tensor<2xf32>\n    return %0\n  }\n}\n";
         let m = parse_module(src, "t").unwrap();
-        assert_eq!(module_json(&m).unwrap_err(), "@main still applies op 'nn.relu': partition the module first");
+        assert_eq!(
+            module_json(&m).unwrap_err(),
+            "@main still applies op 'nn.relu': partition the module first"
+        );
     }
 }

@@ -34,7 +34,11 @@ impl fmt::Display for BridgeError {
 }
 
 fn worker_error(message: impl Into<String>, task: Option<&str>) -> BridgeError {
-    BridgeError { kind: "worker".into(), message: message.into(), task: task.map(str::to_string) }
+    BridgeError {
+        kind: "worker".into(),
+        message: message.into(),
+        task: task.map(str::to_string),
+    }
 }
 
 /// Where the worker package lives: `$TGC_TVM_PYTHONPATH`, else `tvm/python` of this source
@@ -68,7 +72,12 @@ pub fn find_python() -> Result<PathBuf, BridgeError> {
         .lines()
         .last()
         .map(|l| PathBuf::from(l.trim()))
-        .ok_or_else(|| worker_error(format!("{}: printed no python path", script.display()), None))
+        .ok_or_else(|| {
+            worker_error(
+                format!("{}: printed no python path", script.display()),
+                None,
+            )
+        })
 }
 
 /// How to run the worker.
@@ -114,11 +123,16 @@ impl Worker {
             None => find_python()?,
         };
         if let Some(dir) = config.log.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| worker_error(format!("{}: cannot create: {e}", dir.display()), None))?;
+            std::fs::create_dir_all(dir).map_err(|e| {
+                worker_error(format!("{}: cannot create: {e}", dir.display()), None)
+            })?;
         }
-        let log = std::fs::File::create(&config.log)
-            .map_err(|e| worker_error(format!("{}: cannot create: {e}", config.log.display()), None))?;
+        let log = std::fs::File::create(&config.log).map_err(|e| {
+            worker_error(
+                format!("{}: cannot create: {e}", config.log.display()),
+                None,
+            )
+        })?;
         let mut child = Command::new(&python)
             .args(["-m", "tgc_worker"])
             .env("PYTHONPATH", worker_dir())
@@ -126,9 +140,20 @@ impl Worker {
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
             .spawn()
-            .map_err(|e| worker_error(format!("{}: cannot start the worker: {e}", python.display()), None))?;
-        let stdin = child.stdin.take().ok_or_else(|| worker_error("worker has no stdin", None))?;
-        let stdout = child.stdout.take().ok_or_else(|| worker_error("worker has no stdout", None))?;
+            .map_err(|e| {
+                worker_error(
+                    format!("{}: cannot start the worker: {e}", python.display()),
+                    None,
+                )
+            })?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| worker_error("worker has no stdin", None))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| worker_error("worker has no stdout", None))?;
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
@@ -138,11 +163,21 @@ impl Worker {
                 }
             }
         });
-        let mut w = Worker { child, stdin, lines, next_id: 0, config, hello: Value::Null };
+        let mut w = Worker {
+            child,
+            stdin,
+            lines,
+            next_id: 0,
+            config,
+            hello: Value::Null,
+        };
         let hello = w.call("hello", json!({}), None)?;
         if hello["protocol"].as_u64() != Some(PROTOCOL) {
             return Err(worker_error(
-                format!("worker speaks protocol {}, this tgc speaks {PROTOCOL}", hello["protocol"]),
+                format!(
+                    "worker speaks protocol {}, this tgc speaks {PROTOCOL}",
+                    hello["protocol"]
+                ),
                 None,
             ));
         }
@@ -158,13 +193,22 @@ impl Worker {
     }
 
     /// Sends one request and waits for its response. `task` names the task for errors.
-    pub fn call(&mut self, method: &str, params: Value, task: Option<&str>) -> Result<Value, BridgeError> {
+    pub fn call(
+        &mut self,
+        method: &str,
+        params: Value,
+        task: Option<&str>,
+    ) -> Result<Value, BridgeError> {
         self.next_id += 1;
         let id = self.next_id;
         let request = json!({ "v": PROTOCOL, "id": id, "method": method, "params": params });
         let mut line = serde_json::to_string(&request).expect("JSON values serialize");
         line.push('\n');
-        if let Err(e) = self.stdin.write_all(line.as_bytes()).and_then(|()| self.stdin.flush()) {
+        if let Err(e) = self
+            .stdin
+            .write_all(line.as_bytes())
+            .and_then(|()| self.stdin.flush())
+        {
             return Err(self.died(method, task, &format!("cannot write to the worker: {e}")));
         }
         let timeout = match method {
@@ -177,23 +221,40 @@ impl Worker {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
                 return Err(worker_error(
-                    format!("worker gave no answer to '{method}' within {} s and was stopped", timeout.as_secs()),
+                    format!(
+                        "worker gave no answer to '{method}' within {} s and was stopped",
+                        timeout.as_secs()
+                    ),
                     task,
                 ));
             }
-            Err(RecvTimeoutError::Disconnected) => return Err(self.died(method, task, "worker exited")),
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(self.died(method, task, "worker exited"))
+            }
         };
         let response: Value = serde_json::from_str(&reply).map_err(|e| {
-            worker_error(format!("worker sent a line that is not JSON ({e}) in answer to '{method}'"), task)
+            worker_error(
+                format!("worker sent a line that is not JSON ({e}) in answer to '{method}'"),
+                task,
+            )
         })?;
         if response["id"].as_u64() != Some(id) {
-            return Err(worker_error(format!("worker answered request {} while {id} was pending", response["id"]), task));
+            return Err(worker_error(
+                format!(
+                    "worker answered request {} while {id} was pending",
+                    response["id"]
+                ),
+                task,
+            ));
         }
         if let Some(err) = response.get("error") {
             return Err(BridgeError {
                 kind: err["kind"].as_str().unwrap_or("unknown").to_string(),
                 message: err["message"].as_str().unwrap_or("no message").to_string(),
-                task: err["task"].as_str().map(str::to_string).or_else(|| task.map(str::to_string)),
+                task: err["task"]
+                    .as_str()
+                    .map(str::to_string)
+                    .or_else(|| task.map(str::to_string)),
             });
         }
         Ok(response.get("result").cloned().unwrap_or(Value::Null))
@@ -205,7 +266,11 @@ impl Worker {
             Err(e) => format!("unknown status: {e}"),
         };
         worker_error(
-            format!("{what} during '{method}' ({status}); log {}: {}", self.config.log.display(), self.log_tail()),
+            format!(
+                "{what} during '{method}' ({status}); log {}: {}",
+                self.config.log.display(),
+                self.log_tail()
+            ),
             task,
         )
     }

@@ -28,7 +28,15 @@ struct Args {
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut a = Args { cache: PathBuf::new(), writer: 0, records: 0, tasks: 40, shared: false, mix: false, import: None };
+    let mut a = Args {
+        cache: PathBuf::new(),
+        writer: 0,
+        records: 0,
+        tasks: 40,
+        shared: false,
+        mix: false,
+        import: None,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -70,7 +78,9 @@ fn run(a: &Args) -> Result<(), String> {
             let owner = if a.shared { 0 } else { a.writer };
             let task = synth::task(owner, i % a.tasks, 0);
             let tag = a.writer * 1_000_000 + i;
-            cache.put(&task, &target, &toolchain, &[synth::record(tag)]).map_err(|e| e.to_string())?;
+            cache
+                .put(&task, &target, &toolchain, &[synth::record(tag)])
+                .map_err(|e| e.to_string())?;
             say(&mut out, format!("ok {i}"));
         }
         return Ok(());
@@ -81,11 +91,17 @@ fn run(a: &Args) -> Result<(), String> {
             0..=84 => {
                 let task = synth::task(9, r % 3, (r >> 8) % 4);
                 let n = 1 + (r >> 16) % 4;
-                let records: Vec<_> = (0..n).map(|j| synth::record((r >> 20).wrapping_add(j) % 5_000)).collect();
-                cache.put(&task, &target, &toolchain, &records).map_err(|e| e.to_string())?;
+                let records: Vec<_> = (0..n)
+                    .map(|j| synth::record((r >> 20).wrapping_add(j) % 5_000))
+                    .collect();
+                cache
+                    .put(&task, &target, &toolchain, &records)
+                    .map_err(|e| e.to_string())?;
             }
             85..=89 => {
-                cache.set_best_k(4 + (r >> 8) as usize % 9).map_err(|e| e.to_string())?;
+                cache
+                    .set_best_k(4 + (r >> 8) as usize % 9)
+                    .map_err(|e| e.to_string())?;
             }
             90..=94 => {
                 cache.gc(false).map_err(|e| e.to_string())?;

@@ -256,7 +256,11 @@ fn pow<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>> {
     // ONNX lets the exponent have its own dtype; Relax `power` wants one dtype.
     let dtype = cx.ty(&x).dtype;
     if cx.ty(&y).dtype != dtype {
-        y = cx.op("astype", &[y], attrs([("dtype", Attr::str(dtype.tvm_name()))]))?;
+        y = cx.op(
+            "astype",
+            &[y],
+            attrs([("dtype", Attr::str(dtype.tvm_name()))]),
+        )?;
     }
     cx.out1("power", &[x, y], Attrs::new())
 }
@@ -270,10 +274,14 @@ fn where_<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>
 /// broadcast copies and reduces; the chain computes the same with fewer ops).
 fn variadic<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>, op: &str) -> PResult<Vec<Val<'m>>> {
     let inputs: Vec<Val<'m>> = n.inputs.iter().flatten().cloned().collect();
-    let Some(first) = inputs.first().cloned() else { bail!("needs at least one input") };
+    let Some(first) = inputs.first().cloned() else {
+        bail!("needs at least one input")
+    };
     let bin = if op == "mean" { "add" } else { op };
-    let mut steps: Vec<(&str, Vec<Val<'m>>, Attrs)> =
-        inputs[1..].iter().map(|v| (bin, vec![v.clone()], Attrs::new())).collect();
+    let mut steps: Vec<(&str, Vec<Val<'m>>, Attrs)> = inputs[1..]
+        .iter()
+        .map(|v| (bin, vec![v.clone()], Attrs::new()))
+        .collect();
     if op == "mean" && inputs.len() > 1 {
         let count = scalar(cx.ty(&first).dtype, inputs.len() as f64);
         steps.push(("divide", vec![count], Attrs::new()));
@@ -286,7 +294,11 @@ fn variadic<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>, op: &str) -> PResult<
 
 fn leaky_relu<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>> {
     let alpha = n.attrs.float_or("alpha", 0.01)?;
-    cx.out1("nn.leakyrelu", &[n.input(0)?], attrs([("alpha", Attr::Float(alpha))]))
+    cx.out1(
+        "nn.leakyrelu",
+        &[n.input(0)?],
+        attrs([("alpha", Attr::Float(alpha))]),
+    )
 }
 
 fn gelu<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>> {
@@ -309,7 +321,11 @@ fn hard_sigmoid<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Va
         scaled,
         vec![
             ("add", vec![beta], Attrs::new()),
-            ("clip", vec![], attrs([("min", Attr::Float(0.0)), ("max", Attr::Float(1.0))])),
+            (
+                "clip",
+                vec![],
+                attrs([("min", Attr::Float(0.0)), ("max", Attr::Float(1.0))]),
+            ),
         ],
     )
 }
@@ -319,8 +335,11 @@ fn hard_swish<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<
     let x = n.input(0)?;
     let dtype = cx.ty(&x).dtype;
     let shifted = cx.op("add", &[x.clone(), scalar(dtype, 3.0)], Attrs::new())?;
-    let clipped =
-        cx.op("clip", &[shifted], attrs([("min", Attr::Float(0.0)), ("max", Attr::Float(6.0))]))?;
+    let clipped = cx.op(
+        "clip",
+        &[shifted],
+        attrs([("min", Attr::Float(0.0)), ("max", Attr::Float(6.0))]),
+    )?;
     let scaled = cx.op("divide", &[clipped, scalar(dtype, 6.0)], Attrs::new())?;
     cx.out1("multiply", &[x, scaled], Attrs::new())
 }
@@ -387,7 +406,9 @@ fn dropout<'m>(_cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m
 }
 
 fn cast<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>> {
-    let Some(to) = n.attrs.int("to")? else { bail!("attribute 'to' is missing") };
+    let Some(to) = n.attrs.int("to")? else {
+        bail!("attribute 'to' is missing")
+    };
     let dtype = tensor::dtype_of(to as i32)?;
     cast_to(cx, n.input(0)?, dtype)
 }
@@ -402,7 +423,11 @@ fn cast_to<'m>(cx: &mut Importer<'m, '_>, x: Val<'m>, dtype: DType) -> PResult<V
     if cx.ty(&x).dtype == dtype {
         return Ok(vec![x]);
     }
-    cx.out1("astype", &[x], attrs([("dtype", Attr::str(dtype.tvm_name()))]))
+    cx.out1(
+        "astype",
+        &[x],
+        attrs([("dtype", Attr::str(dtype.tvm_name()))]),
+    )
 }
 
 // ---- linear algebra and convolution --------------------------------------------------------
@@ -425,7 +450,9 @@ fn gemm<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>> 
     if n.attr_int("transB", 0)? != 0 {
         b = cx.op("permute_dims", &[b], t())?;
     }
-    let Some(mut c) = n.opt(2) else { return cx.out1("matmul", &[a, b], Attrs::new()) };
+    let Some(mut c) = n.opt(2) else {
+        return cx.out1("matmul", &[a, b], Attrs::new());
+    };
     let y = cx.op("matmul", &[a, b], Attrs::new())?;
     if beta != 1.0 {
         c = cx.op("multiply", &[c, scalar(dtype, beta)], Attrs::new())?;
@@ -451,7 +478,10 @@ fn conv_geometry<'m>(cx: &Importer<'m, '_>, n: &NodeIn<'m>, w: &Val<'m>) -> PRes
     }
     require_rank(cx, w, 4, "the weight")?;
     let w_shape = cx.shape(w);
-    let kernel = n.attrs.ints("kernel_shape")?.unwrap_or_else(|| w_shape[2..].to_vec());
+    let kernel = n
+        .attrs
+        .ints("kernel_shape")?
+        .unwrap_or_else(|| w_shape[2..].to_vec());
     check_len(&kernel, 2, "kernel_shape")?;
     if kernel != w_shape[2..] {
         bail!("kernel_shape {kernel:?} does not match the weight shape {w_shape:?}");
@@ -468,10 +498,20 @@ fn conv_geometry<'m>(cx: &Importer<'m, '_>, n: &NodeIn<'m>, w: &Val<'m>) -> PRes
     let group = n.attr_int("group", 1)?;
     check_range(&[group], "group", 1)?;
     let auto_pad = n.attrs.string_or("auto_pad", "NOTSET")?;
-    if !matches!(auto_pad.as_str(), "NOTSET" | "SAME_UPPER" | "SAME_LOWER" | "VALID") {
+    if !matches!(
+        auto_pad.as_str(),
+        "NOTSET" | "SAME_UPPER" | "SAME_LOWER" | "VALID"
+    ) {
         bail!("auto_pad = '{auto_pad}' is not valid");
     }
-    Ok(ConvGeometry { kernel, strides, dilations, pads, auto_pad, group })
+    Ok(ConvGeometry {
+        kernel,
+        strides,
+        dilations,
+        pads,
+        auto_pad,
+        group,
+    })
 }
 
 /// `reshape(bias, [1, C, 1, 1])` added to `y`, as TVM does for conv biases.
@@ -481,7 +521,11 @@ fn add_channel_bias<'m>(
     bias: Val<'m>,
 ) -> PResult<Vec<Val<'m>>> {
     let c = product(&cx.shape(&bias))?;
-    let b = cx.op("reshape", &[bias], attrs([("shape", Attr::ints([1, c, 1, 1]))]))?;
+    let b = cx.op(
+        "reshape",
+        &[bias],
+        attrs([("shape", Attr::ints([1, c, 1, 1]))]),
+    )?;
     cx.out1("add", &[y, b], Attrs::new())
 }
 
@@ -499,10 +543,17 @@ fn conv<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>> 
                 let (size, s) = (in_shape[2 + i], g.strides[i]);
                 let dk = (g.kernel[i] - 1) * g.dilations[i] + 1;
                 let rem = size % s;
-                let total = if rem == 0 { (dk - s).max(0) } else { (dk - rem).max(0) };
+                let total = if rem == 0 {
+                    (dk - s).max(0)
+                } else {
+                    (dk - rem).max(0)
+                };
                 let (before, after) = (total / 2, total - total / 2);
-                let (before, after) =
-                    if g.auto_pad == "SAME_LOWER" { (after, before) } else { (before, after) };
+                let (before, after) = if g.auto_pad == "SAME_LOWER" {
+                    (after, before)
+                } else {
+                    (before, after)
+                };
                 width[2 * i] = before;
                 width[2 * i + 1] = after;
             }
@@ -540,7 +591,10 @@ fn conv<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>> 
 fn conv_transpose<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>> {
     let (x, w) = (n.input(0)?, n.input(1)?);
     let g = conv_geometry(cx, n, &w)?;
-    let output_padding = n.attrs.ints("output_padding")?.unwrap_or_else(|| vec![0, 0]);
+    let output_padding = n
+        .attrs
+        .ints("output_padding")?
+        .unwrap_or_else(|| vec![0, 0]);
     check_len(&output_padding, 2, "output_padding")?;
     check_range(&output_padding, "output_padding", 0)?;
     let in_shape = cx.shape(&x);
@@ -624,7 +678,11 @@ fn batch_norm<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<
     let eps = n.attrs.float_or("epsilon", 1e-5)?;
     let expand_axes: Vec<i64> = (0..rank as i64).filter(|a| *a != 1).collect();
     let expand = |cx: &mut Importer<'m, '_>, v: Val<'m>| {
-        cx.op("expand_dims", &[v], attrs([("axis", Attr::ints(expand_axes.iter().copied()))]))
+        cx.op(
+            "expand_dims",
+            &[v],
+            attrs([("axis", Attr::ints(expand_axes.iter().copied()))]),
+        )
     };
     let mean = expand(cx, mean)?;
     let var = expand(cx, var)?;
@@ -660,7 +718,10 @@ fn layer_norm<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<
             Val::computed("", Tensor::new(t.dtype, t.shape.to_vec(), data))
         }
     };
-    let a = attrs([("axes", Attr::ints(axis as i64..rank as i64)), ("epsilon", Attr::Float(eps))]);
+    let a = attrs([
+        ("axes", Attr::ints(axis as i64..rank as i64)),
+        ("epsilon", Attr::Float(eps)),
+    ]);
     cx.out1("nn.layer_norm", &[x, gamma, beta], a)
 }
 
@@ -694,7 +755,10 @@ fn pool<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>, op: &str) -> PResult<Vec<
     let x = n.input(0)?;
     let shape = cx.shape(&x);
     if shape.len() != 4 {
-        bail!("only 2-D pooling (4-D input) is supported, got a rank-{} input", shape.len());
+        bail!(
+            "only 2-D pooling (4-D input) is supported, got a rank-{} input",
+            shape.len()
+        );
     }
     let Some(kernel) = n.attrs.ints("kernel_shape")? else {
         bail!("attribute 'kernel_shape' is missing")
@@ -721,7 +785,11 @@ fn pool<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>, op: &str) -> PResult<Vec<
             // The ONNX formula: output = ceil(in / stride) (upper) or floor (lower).
             for i in 0..2 {
                 let (size, s) = (shape[2 + i], strides[i]);
-                let out = if auto_pad == "SAME_UPPER" { (size + s - 1) / s } else { size / s };
+                let out = if auto_pad == "SAME_UPPER" {
+                    (size + s - 1) / s
+                } else {
+                    size / s
+                };
                 let dk = (kernel[i] - 1) * dilations[i] + 1;
                 let total = ((out - 1) * s + dk - size).max(0);
                 let (b, e) = if auto_pad == "SAME_UPPER" {
@@ -743,7 +811,10 @@ fn pool<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>, op: &str) -> PResult<Vec<
         ("ceil_mode", Attr::Bool(n.attr_int("ceil_mode", 0)? != 0)),
     ]);
     if op == "nn.avg_pool2d" {
-        a.insert("count_include_pad".into(), Attr::Bool(n.attr_int("count_include_pad", 0)? != 0));
+        a.insert(
+            "count_include_pad".into(),
+            Attr::Bool(n.attr_int("count_include_pad", 0)? != 0),
+        );
     }
     a.insert("layout".into(), Attr::str("NCHW"));
     cx.out1(op, &[x], a)
@@ -757,7 +828,10 @@ fn global_pool<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>, op: &str) -> PResu
     if rank < 3 {
         bail!("the input must have rank 3 or more, got {rank}");
     }
-    let a = attrs([("axis", Attr::ints(2..rank as i64)), ("keepdims", Attr::Bool(true))]);
+    let a = attrs([
+        ("axis", Attr::ints(2..rank as i64)),
+        ("keepdims", Attr::Bool(true)),
+    ]);
     cx.out1(op, &[x], a)
 }
 
@@ -782,7 +856,10 @@ fn reduce<'m>(
         a.sort_unstable();
         a
     };
-    let a = attrs([("axis", Attr::ints(axes)), ("keepdims", Attr::Bool(keepdims))]);
+    let a = attrs([
+        ("axis", Attr::ints(axes)),
+        ("keepdims", Attr::Bool(keepdims)),
+    ]);
     cx.out1(op, &[x], a)
 }
 
@@ -793,7 +870,14 @@ fn arg_reduce<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>, op: &str) -> PResul
     let x = n.input(0)?;
     let axis = norm_axis(n.attr_int("axis", 0)?, cx.rank(&x))? as i64;
     let keepdims = n.attr_int("keepdims", 1)? != 0;
-    cx.out1(op, &[x], attrs([("axis", Attr::Int(axis)), ("keepdims", Attr::Bool(keepdims))]))
+    cx.out1(
+        op,
+        &[x],
+        attrs([
+            ("axis", Attr::Int(axis)),
+            ("keepdims", Attr::Bool(keepdims)),
+        ]),
+    )
 }
 
 // ---- shapes and layout ---------------------------------------------------------------------
@@ -851,11 +935,16 @@ fn squeeze<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>
         Some(a) if !a.is_empty() => {
             let a = norm_axes(&a, shape.len())?;
             if let Some(bad) = a.iter().find(|ax| shape[**ax as usize] != 1) {
-                bail!("cannot squeeze axis {bad} of extent {}", shape[*bad as usize]);
+                bail!(
+                    "cannot squeeze axis {bad} of extent {}",
+                    shape[*bad as usize]
+                );
             }
             a
         }
-        _ => (0..shape.len() as i64).filter(|ax| shape[*ax as usize] == 1).collect(),
+        _ => (0..shape.len() as i64)
+            .filter(|ax| shape[*ax as usize] == 1)
+            .collect(),
     };
     let mut axes = axes;
     axes.sort_unstable();
@@ -865,7 +954,9 @@ fn squeeze<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>
 /// One `expand_dims` with every new axis (TVM emits one per axis).
 fn unsqueeze<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>> {
     let x = n.input(0)?;
-    let Some(axes) = axes_of(cx, n, 13)? else { bail!("axes are missing") };
+    let Some(axes) = axes_of(cx, n, 13)? else {
+        bail!("axes are missing")
+    };
     let out_rank = cx.rank(&x) + axes.len();
     let mut axes = norm_axes(&axes, out_rank)?;
     axes.sort_unstable();
@@ -874,8 +965,12 @@ fn unsqueeze<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'
 
 fn concat<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>> {
     let inputs: Vec<Val<'m>> = n.inputs.iter().flatten().cloned().collect();
-    let Some(first) = inputs.first() else { bail!("needs at least one input") };
-    let Some(axis) = n.attrs.int("axis")? else { bail!("attribute 'axis' is missing") };
+    let Some(first) = inputs.first() else {
+        bail!("needs at least one input")
+    };
+    let Some(axis) = n.attrs.int("axis")? else {
+        bail!("attribute 'axis' is missing")
+    };
     let axis = norm_axis(axis, cx.rank(first))? as i64;
     cx.out1("concat", &inputs, attrs([("axis", Attr::Int(axis))]))
 }
@@ -923,7 +1018,10 @@ fn split<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>>
             }
         }
     };
-    let a = attrs([("indices_or_sections", sections), ("axis", Attr::Int(axis as i64))]);
+    let a = attrs([
+        ("indices_or_sections", sections),
+        ("axis", Attr::Int(axis as i64)),
+    ]);
     cx.out("split", &[x], a)
 }
 
@@ -931,16 +1029,24 @@ fn slice<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>>
     let x = n.input(0)?;
     let shape = cx.shape(&x);
     let (starts, ends, axes, steps) = if cx.opset < 10 {
-        let Some(s) = n.attrs.ints("starts")? else { bail!("attribute 'starts' is missing") };
-        let Some(e) = n.attrs.ints("ends")? else { bail!("attribute 'ends' is missing") };
+        let Some(s) = n.attrs.ints("starts")? else {
+            bail!("attribute 'starts' is missing")
+        };
+        let Some(e) = n.attrs.ints("ends")? else {
+            bail!("attribute 'ends' is missing")
+        };
         (s, e, n.attrs.ints("axes")?, None)
     } else {
         let ints = |i: usize, what: &str| match n.opt(i) {
             Some(v) => cx.const_ints(&v, what).map(Some),
             None => Ok(None),
         };
-        let Some(s) = ints(1, "starts")? else { bail!("input 'starts' is missing") };
-        let Some(e) = ints(2, "ends")? else { bail!("input 'ends' is missing") };
+        let Some(s) = ints(1, "starts")? else {
+            bail!("input 'starts' is missing")
+        };
+        let Some(e) = ints(2, "ends")? else {
+            bail!("input 'ends' is missing")
+        };
         (s, e, ints(3, "axes")?, ints(4, "steps")?)
     };
     let k = starts.len();
@@ -1028,7 +1134,9 @@ fn pad<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>> {
         other => bail!("mode = '{other}' is not supported"),
     };
     let (pads, value, axes) = if cx.opset < 11 {
-        let Some(p) = n.attrs.ints("pads")? else { bail!("attribute 'pads' is missing") };
+        let Some(p) = n.attrs.ints("pads")? else {
+            bail!("attribute 'pads' is missing")
+        };
         (p, n.attrs.float_or("value", 0.0)?, None)
     } else {
         let pads = cx.const_ints(&n.input(1)?, "pads")?;
@@ -1071,7 +1179,10 @@ fn resize<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>
     let x = n.input(0)?;
     let shape = cx.shape(&x);
     if shape.len() != 4 {
-        bail!("only 2-D resize (4-D NCHW input) is supported, got a rank-{} input", shape.len());
+        bail!(
+            "only 2-D resize (4-D NCHW input) is supported, got a rank-{} input",
+            shape.len()
+        );
     }
     let method = match n.attrs.string_or("mode", "nearest")?.as_str() {
         "nearest" => "nearest_neighbor",
@@ -1080,8 +1191,14 @@ fn resize<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>
         other => bail!("mode = '{other}' is not supported"),
     };
     // Resize-10 has no coordinate mode and behaves as `asymmetric`.
-    let default_coord = if cx.opset < 11 { "asymmetric" } else { "half_pixel" };
-    let coord = n.attrs.string_or("coordinate_transformation_mode", default_coord)?;
+    let default_coord = if cx.opset < 11 {
+        "asymmetric"
+    } else {
+        "half_pixel"
+    };
+    let coord = n
+        .attrs
+        .string_or("coordinate_transformation_mode", default_coord)?;
     const COORD_MODES: [&str; 6] = [
         "half_pixel",
         "pytorch_half_pixel",
@@ -1162,9 +1279,18 @@ fn resize<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>
         ("method", Attr::str(method)),
         ("coordinate_transformation_mode", Attr::Str(coord)),
         ("rounding_method", Attr::Str(rounding)),
-        ("cubic_alpha", Attr::Float(n.attrs.float_or("cubic_coeff_a", -0.75)?)),
-        ("cubic_exclude", Attr::Int(n.attr_int("exclude_outside", 0)?)),
-        ("extrapolation_value", Attr::Float(n.attrs.float_or("extrapolation_value", 0.0)?)),
+        (
+            "cubic_alpha",
+            Attr::Float(n.attrs.float_or("cubic_coeff_a", -0.75)?),
+        ),
+        (
+            "cubic_exclude",
+            Attr::Int(n.attr_int("exclude_outside", 0)?),
+        ),
+        (
+            "extrapolation_value",
+            Attr::Float(n.attrs.float_or("extrapolation_value", 0.0)?),
+        ),
     ]);
     cx.out1("image.resize2d", &[x], a)
 }
@@ -1213,11 +1339,18 @@ fn constant_of_shape<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<V
             if v.len() != 1 {
                 bail!("attribute 'value' must have one element");
             }
-            Tensor { shape: Vec::new(), ..v }
+            Tensor {
+                shape: Vec::new(),
+                ..v
+            }
         }
         None => Tensor::scalar_f(DType::F32, 0.0),
     };
-    cx.out1("broadcast_to", &[Val::computed("", value)], attrs([("shape", Attr::ints(shape))]))
+    cx.out1(
+        "broadcast_to",
+        &[Val::computed("", value)],
+        attrs([("shape", Attr::ints(shape))]),
+    )
 }
 
 fn shape<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>> {
@@ -1226,13 +1359,20 @@ fn shape<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>>
     let clamp = |v: i64| (if v < 0 { v + rank } else { v }).clamp(0, rank) as usize;
     let start = clamp(n.attr_int("start", 0)?);
     let end = clamp(n.attr_int("end", rank)?);
-    let dims = if start < end { dims[start..end].to_vec() } else { Vec::new() };
+    let dims = if start < end {
+        dims[start..end].to_vec()
+    } else {
+        Vec::new()
+    };
     Ok(vec![Val::computed(&out_name(n), Tensor::i64_vector(dims))])
 }
 
 fn size<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>> {
     let count = product(&cx.shape(&n.input(0)?))?;
-    Ok(vec![Val::computed(&out_name(n), Tensor::ints(DType::I64, Vec::new(), vec![count]))])
+    Ok(vec![Val::computed(
+        &out_name(n),
+        Tensor::ints(DType::I64, Vec::new(), vec![count]),
+    )])
 }
 
 fn range<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>> {
@@ -1242,7 +1382,10 @@ fn range<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>>
         cx.require_const(&n.input(2)?, "delta")?,
     ];
     let dtype = start.dtype;
-    if [&start, &limit, &delta].iter().any(|t| t.len() != 1 || t.dtype != dtype) {
+    if [&start, &limit, &delta]
+        .iter()
+        .any(|t| t.len() != 1 || t.dtype != dtype)
+    {
         bail!("start, limit and delta must each be a single value, all of one dtype");
     }
     let max = cx.opts.fold_int_max_elements;
@@ -1256,16 +1399,29 @@ fn range<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>>
             if count > max as i128 {
                 bail!("a range of {count} elements is too large");
             }
-            let v = (0..count).map(|i| tensor::wrap_int(dtype, (s + i * d) as i64)).collect();
+            let v = (0..count)
+                .map(|i| tensor::wrap_int(dtype, (s + i * d) as i64))
+                .collect();
             Tensor::ints(dtype, vec![count as i64], v)
         }
         (Data::Float(s), Data::Float(l), Data::Float(d)) => {
             let count = ((l[0] - s[0]) / d[0]).ceil();
             if !(count.is_finite() || count.is_nan()) || count > max as f64 {
-                bail!("the range from {} to {} by {} is too large", s[0], l[0], d[0]);
+                bail!(
+                    "the range from {} to {} by {} is too large",
+                    s[0],
+                    l[0],
+                    d[0]
+                );
             }
-            let count = if count.is_nan() { 0 } else { count.max(0.0) as usize };
-            let v = (0..count).map(|i| round_to(dtype, s[0] + i as f64 * d[0])).collect();
+            let count = if count.is_nan() {
+                0
+            } else {
+                count.max(0.0) as usize
+            };
+            let v = (0..count)
+                .map(|i| round_to(dtype, s[0] + i as f64 * d[0]))
+                .collect();
             Tensor::new(dtype, vec![count as i64], Data::Float(v))
         }
         _ => bail!("start, limit and delta must have one dtype"),

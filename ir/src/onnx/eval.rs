@@ -51,12 +51,16 @@ pub(crate) fn eval(
             let hi = float_attr(attrs, "max")?;
             let t = inputs[0];
             let data = match &t.data {
-                Data::Float(v) => {
-                    Data::Float(v.iter().map(|x| round_to(t.dtype, x.max(lo).min(hi))).collect())
-                }
-                Data::Int(v) => {
-                    Data::Int(v.iter().map(|x| (*x as f64).max(lo).min(hi) as i64).collect())
-                }
+                Data::Float(v) => Data::Float(
+                    v.iter()
+                        .map(|x| round_to(t.dtype, x.max(lo).min(hi)))
+                        .collect(),
+                ),
+                Data::Int(v) => Data::Int(
+                    v.iter()
+                        .map(|x| (*x as f64).max(lo).min(hi) as i64)
+                        .collect(),
+                ),
             };
             Some(Tensor::new(t.dtype, t.shape.clone(), data))
         }
@@ -67,7 +71,11 @@ pub(crate) fn eval(
         }
         "permute_dims" => {
             arity(1)?;
-            permute(inputs[0], attrs.get("axes").and_then(Attr::as_ints), max_elements)?
+            permute(
+                inputs[0],
+                attrs.get("axes").and_then(Attr::as_ints),
+                max_elements,
+            )?
         }
         "expand_dims" => {
             arity(1)?;
@@ -139,7 +147,11 @@ fn axes_attr(attrs: &Attrs, name: &str) -> PResult<Vec<i64>> {
 }
 
 fn dtype_attr(attrs: &Attrs, name: &str) -> PResult<DType> {
-    match attrs.get(name).and_then(Attr::as_str).and_then(DType::from_tvm_name) {
+    match attrs
+        .get(name)
+        .and_then(Attr::as_str)
+        .and_then(DType::from_tvm_name)
+    {
         Some(d) => Ok(d),
         None => bail!("attribute '{name}' must be a dtype name"),
     }
@@ -148,7 +160,11 @@ fn dtype_attr(attrs: &Attrs, name: &str) -> PResult<DType> {
 /// Normalizes `axis` (possibly negative) against `rank`.
 pub(crate) fn norm_axis(axis: i64, rank: usize) -> PResult<usize> {
     let r = rank as i64;
-    let a = if axis < 0 { axis.checked_add(r) } else { Some(axis) };
+    let a = if axis < 0 {
+        axis.checked_add(r)
+    } else {
+        Some(axis)
+    };
     match a {
         Some(a) if (0..r).contains(&a) => Ok(a as usize),
         _ => bail!("axis {axis} is out of range for rank {rank}"),
@@ -168,8 +184,16 @@ pub(crate) fn broadcast_shape(a: &[i64], b: &[i64]) -> PResult<Vec<i64>> {
     let rank = a.len().max(b.len());
     let mut out = Vec::with_capacity(rank);
     for i in 0..rank {
-        let da = if i + a.len() >= rank { a[i + a.len() - rank] } else { 1 };
-        let db = if i + b.len() >= rank { b[i + b.len() - rank] } else { 1 };
+        let da = if i + a.len() >= rank {
+            a[i + a.len() - rank]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= rank {
+            b[i + b.len() - rank]
+        } else {
+            1
+        };
         out.push(match (da, db) {
             (x, y) if x == y => x,
             (1, y) => y,
@@ -228,8 +252,10 @@ fn binary(op: &str, a: &Tensor, b: &Tensor, max_elements: usize) -> PResult<Opti
     }
     let ma = broadcast_map(&a.shape, &shape);
     let mb = broadcast_map(&b.shape, &shape);
-    let compare =
-        matches!(op, "equal" | "not_equal" | "less" | "less_equal" | "greater" | "greater_equal");
+    let compare = matches!(
+        op,
+        "equal" | "not_equal" | "less" | "less_equal" | "greater" | "greater_equal"
+    );
     let dtype = a.dtype;
     let data = match (&a.data, &b.data) {
         (Data::Int(x), Data::Int(y)) => {
@@ -246,7 +272,10 @@ fn binary(op: &str, a: &Tensor, b: &Tensor, max_elements: usize) -> PResult<Opti
         (Data::Float(x), Data::Float(y)) => {
             if compare {
                 Data::Int(
-                    ma.iter().zip(&mb).map(|(&i, &j)| float_compare(op, x[i], y[j])).collect(),
+                    ma.iter()
+                        .zip(&mb)
+                        .map(|(&i, &j)| float_compare(op, x[i], y[j]))
+                        .collect(),
                 )
             } else {
                 Data::Float(
@@ -269,9 +298,13 @@ fn int_binary(op: &str, x: i64, y: i64) -> PResult<i64> {
         "subtract" => x.checked_sub(y),
         "multiply" => x.checked_mul(y),
         "divide" => x.checked_div(y),
-        "floor_divide" => {
-            x.checked_div(y).map(|q| if (x % y != 0) && ((x < 0) != (y < 0)) { q - 1 } else { q })
-        }
+        "floor_divide" => x.checked_div(y).map(|q| {
+            if (x % y != 0) && ((x < 0) != (y < 0)) {
+                q - 1
+            } else {
+                q
+            }
+        }),
         "power" => match u32::try_from(y) {
             Ok(e) => x.checked_pow(e),
             Err(_) => None,
@@ -390,7 +423,9 @@ pub(crate) fn resolve_reshape(from: &[i64], to: &[i64]) -> PResult<Vec<i64>> {
                 bail!("reshape target {to:?} has more than one -1");
             }
         } else {
-            let Ok(d) = usize::try_from(d) else { bail!("reshape target {to:?} is invalid") };
+            let Ok(d) = usize::try_from(d) else {
+                bail!("reshape target {to:?} is invalid")
+            };
             known = match known.checked_mul(d) {
                 Some(k) => k,
                 None => bail!("reshape target {to:?} has too many elements"),
@@ -439,7 +474,12 @@ fn permute(t: &Tensor, axes: Option<Vec<i64>>, max_elements: usize) -> PResult<O
     let mut idx = vec![0usize; rank];
     let mut map = Vec::with_capacity(n);
     for _ in 0..n {
-        map.push(idx.iter().zip(&axes).map(|(&i, &a)| i * in_strides[a]).sum());
+        map.push(
+            idx.iter()
+                .zip(&axes)
+                .map(|(&i, &a)| i * in_strides[a])
+                .sum(),
+        );
         for k in (0..rank).rev() {
             idx[k] += 1;
             if (idx[k] as i64) < shape[k] {
@@ -462,7 +502,10 @@ fn expand_dims(t: &Tensor, axes: &[i64]) -> PResult<Tensor> {
         }
     }
     let mut dims = t.shape.iter();
-    let shape = is_new.iter().map(|&n| if n { 1 } else { *dims.next().unwrap_or(&1) }).collect();
+    let shape = is_new
+        .iter()
+        .map(|&n| if n { 1 } else { *dims.next().unwrap_or(&1) })
+        .collect();
     Ok(Tensor::new(t.dtype, shape, t.data.clone()))
 }
 
@@ -485,12 +528,20 @@ fn squeeze(t: &Tensor, axes: Option<&[i64]>) -> PResult<Tensor> {
             }
         }
     }
-    let shape = t.shape.iter().zip(&drop).filter(|(_, d)| !**d).map(|(s, _)| *s).collect();
+    let shape = t
+        .shape
+        .iter()
+        .zip(&drop)
+        .filter(|(_, d)| !**d)
+        .map(|(s, _)| *s)
+        .collect();
     Ok(Tensor::new(t.dtype, shape, t.data.clone()))
 }
 
 fn concat(inputs: &[&Tensor], axis: i64, max_elements: usize) -> PResult<Option<Tensor>> {
-    let Some(first) = inputs.first() else { bail!("concat needs at least one operand") };
+    let Some(first) = inputs.first() else {
+        bail!("concat needs at least one operand")
+    };
     let rank = first.shape.len();
     let ax = norm_axis(axis, rank)?;
     let mut extent: i64 = 0;
@@ -500,7 +551,11 @@ fn concat(inputs: &[&Tensor], axis: i64, max_elements: usize) -> PResult<Option<
         }
         for k in 0..rank {
             if k != ax && t.shape[k] != first.shape[k] {
-                bail!("concat operands {:?} and {:?} differ off axis {axis}", first.shape, t.shape);
+                bail!(
+                    "concat operands {:?} and {:?} differ off axis {axis}",
+                    first.shape,
+                    t.shape
+                );
             }
         }
         extent = match extent.checked_add(t.shape[ax]) {
@@ -604,7 +659,9 @@ fn strided_slice(t: &Tensor, attrs: &Attrs, max_elements: usize) -> PResult<Opti
 }
 
 fn take(t: &Tensor, idx: &Tensor, axis: i64, max_elements: usize) -> PResult<Option<Tensor>> {
-    let Data::Int(indices) = &idx.data else { bail!("take indices must be integers") };
+    let Data::Int(indices) = &idx.data else {
+        bail!("take indices must be integers")
+    };
     let ax = norm_axis(axis, t.shape.len())?;
     let mut shape = t.shape[..ax].to_vec();
     shape.extend_from_slice(&idx.shape);
@@ -642,9 +699,15 @@ fn broadcast_to(t: &Tensor, shape: &[i64], max_elements: usize) -> PResult<Optio
 
 fn where_(c: &Tensor, x: &Tensor, y: &Tensor, max_elements: usize) -> PResult<Option<Tensor>> {
     if x.dtype != y.dtype {
-        bail!("where branches differ in dtype: {} and {}", x.dtype, y.dtype);
+        bail!(
+            "where branches differ in dtype: {} and {}",
+            x.dtype,
+            y.dtype
+        );
     }
-    let Data::Int(cond) = &c.data else { bail!("where condition must be bool") };
+    let Data::Int(cond) = &c.data else {
+        bail!("where condition must be bool")
+    };
     let shape = broadcast_shape(&broadcast_shape(&c.shape, &x.shape)?, &y.shape)?;
     if too_big(&shape, max_elements)? {
         return Ok(None);
@@ -656,10 +719,14 @@ fn where_(c: &Tensor, x: &Tensor, y: &Tensor, max_elements: usize) -> PResult<Op
     );
     let data = match (&x.data, &y.data) {
         (Data::Int(a), Data::Int(b)) => Data::Int(
-            (0..mc.len()).map(|k| if cond[mc[k]] != 0 { a[mx[k]] } else { b[my[k]] }).collect(),
+            (0..mc.len())
+                .map(|k| if cond[mc[k]] != 0 { a[mx[k]] } else { b[my[k]] })
+                .collect(),
         ),
         (Data::Float(a), Data::Float(b)) => Data::Float(
-            (0..mc.len()).map(|k| if cond[mc[k]] != 0 { a[mx[k]] } else { b[my[k]] }).collect(),
+            (0..mc.len())
+                .map(|k| if cond[mc[k]] != 0 { a[mx[k]] } else { b[my[k]] })
+                .collect(),
         ),
         _ => bail!("where branches differ in dtype"),
     };
@@ -668,7 +735,10 @@ fn where_(c: &Tensor, x: &Tensor, y: &Tensor, max_elements: usize) -> PResult<Op
 
 fn reduce(op: &str, t: &Tensor, attrs: &Attrs) -> PResult<Option<Tensor>> {
     let rank = t.shape.len();
-    let keepdims = attrs.get("keepdims").and_then(Attr::as_bool).unwrap_or(false);
+    let keepdims = attrs
+        .get("keepdims")
+        .and_then(Attr::as_bool)
+        .unwrap_or(false);
     let mut reduced = vec![false; rank];
     match attrs.get("axis") {
         None => reduced.iter_mut().for_each(|r| *r = true),
@@ -785,7 +855,10 @@ mod tests {
     }
 
     fn run(op: &str, inputs: &[&Tensor], a: &[(&str, Attr)]) -> Tensor {
-        eval(op, inputs, &attrs(a), 1 << 20).unwrap().unwrap().remove(0)
+        eval(op, inputs, &attrs(a), 1 << 20)
+            .unwrap()
+            .unwrap()
+            .remove(0)
     }
 
     #[test]
@@ -795,7 +868,11 @@ mod tests {
         let r = run("add", &[&a, &b], &[]);
         assert_eq!(r.shape, vec![2, 3]);
         assert_eq!(r.data, Data::Int(vec![11, 21, 31, 12, 22, 32]));
-        let r = run("floor_divide", &[&i64s(&[2], &[-7, 7]), &i64s(&[], &[2])], &[]);
+        let r = run(
+            "floor_divide",
+            &[&i64s(&[2], &[-7, 7]), &i64s(&[], &[2])],
+            &[],
+        );
         assert_eq!(r.data, Data::Int(vec![-4, 3]));
         let r = run("divide", &[&i64s(&[2], &[-7, 7]), &i64s(&[], &[2])], &[]);
         assert_eq!(r.data, Data::Int(vec![-3, 3]));
@@ -820,14 +897,20 @@ mod tests {
         let a = i64s(&[4], &[1, 2, 3, 4]);
         let b = i64s(&[4, 1], &[1, 2, 3, 4]);
         assert_eq!(eval("add", &[&a, &b], &Attrs::new(), 8).unwrap(), None);
-        assert_eq!(eval("nn.conv2d", &[&a, &b], &Attrs::new(), 8).unwrap(), None);
+        assert_eq!(
+            eval("nn.conv2d", &[&a, &b], &Attrs::new(), 8).unwrap(),
+            None
+        );
     }
 
     #[test]
     fn layout_ops() {
         let t = i64s(&[2, 3], &[0, 1, 2, 3, 4, 5]);
         let r = run("permute_dims", &[&t], &[("axes", Attr::ints([1, 0]))]);
-        assert_eq!((r.shape.clone(), r.data), (vec![3, 2], Data::Int(vec![0, 3, 1, 4, 2, 5])));
+        assert_eq!(
+            (r.shape.clone(), r.data),
+            (vec![3, 2], Data::Int(vec![0, 3, 1, 4, 2, 5]))
+        );
         let r = run("reshape", &[&t], &[("shape", Attr::ints([-1, 2]))]);
         assert_eq!(r.shape, vec![3, 2]);
         let r = run("expand_dims", &[&t], &[("axis", Attr::ints([0, 3]))]);
@@ -836,7 +919,11 @@ mod tests {
         assert_eq!(r.shape, vec![2, 3]);
         let r = run("concat", &[&t, &t], &[("axis", Attr::Int(1))]);
         assert_eq!(r.data, Data::Int(vec![0, 1, 2, 0, 1, 2, 3, 4, 5, 3, 4, 5]));
-        let r = run("broadcast_to", &[&i64s(&[1], &[7])], &[("shape", Attr::ints([2, 2]))]);
+        let r = run(
+            "broadcast_to",
+            &[&i64s(&[1], &[7])],
+            &[("shape", Attr::ints([2, 2]))],
+        );
         assert_eq!(r.data, Data::Int(vec![7; 4]));
         let bad = eval("reshape", &[&t], &attrs(&[("shape", Attr::ints([4]))]), 16);
         assert!(bad.is_err());
@@ -868,13 +955,28 @@ mod tests {
     #[test]
     fn reductions_and_casts() {
         let t = i64s(&[2, 3], &[1, 2, 3, 4, 5, 6]);
-        let r = run("prod", &[&t], &[("axis", Attr::ints([1])), ("keepdims", Attr::Bool(true))]);
-        assert_eq!((r.shape.clone(), r.data), (vec![2, 1], Data::Int(vec![6, 120])));
+        let r = run(
+            "prod",
+            &[&t],
+            &[("axis", Attr::ints([1])), ("keepdims", Attr::Bool(true))],
+        );
+        assert_eq!(
+            (r.shape.clone(), r.data),
+            (vec![2, 1], Data::Int(vec![6, 120]))
+        );
         let r = run("sum", &[&t], &[]);
         assert_eq!((r.shape.clone(), r.data), (vec![], Data::Int(vec![21])));
-        let r = run("astype", &[&f32s(&[2], &[2.7, -1.5])], &[("dtype", Attr::str("int64"))]);
+        let r = run(
+            "astype",
+            &[&f32s(&[2], &[2.7, -1.5])],
+            &[("dtype", Attr::str("int64"))],
+        );
         assert_eq!(r.data, Data::Int(vec![2, -1]));
-        let r = run("astype", &[&i64s(&[1], &[300])], &[("dtype", Attr::str("uint8"))]);
+        let r = run(
+            "astype",
+            &[&i64s(&[1], &[300])],
+            &[("dtype", Attr::str("uint8"))],
+        );
         assert_eq!(r.data, Data::Int(vec![44]));
         let r = run("sqrt", &[&f32s(&[1], &[2.0])], &[]);
         assert_eq!(r.data, Data::Float(vec![2f64.sqrt() as f32 as f64]));

@@ -51,7 +51,10 @@ pub(crate) fn import_model(
     let mut overrides: HashMap<&str, &[i64]> = HashMap::new();
     for (name, dims) in shapes {
         if overrides.insert(name.as_str(), dims.as_slice()).is_some() {
-            return Err(Problem::msg(format!("--shape gives input '{}' twice", one_line(name))));
+            return Err(Problem::msg(format!(
+                "--shape gives input '{}' twice",
+                one_line(name)
+            )));
         }
     }
     for input in &graph.input {
@@ -84,7 +87,10 @@ pub(crate) fn import_model(
     for out in &graph.output {
         let place = Place::Output(out.name.clone());
         let Some(v) = cx.env.get(out.name.as_str()) else {
-            return Err(Problem::new(place, "is not produced by any node, input or initializer"));
+            return Err(Problem::new(
+                place,
+                "is not produced by any node, input or initializer",
+            ));
         };
         let v = v.clone();
         let id = cx.materialize(&v).map_err(|p| p.at(&place))?;
@@ -104,7 +110,8 @@ pub(crate) fn import_model(
     m.attrs.insert("onnx_opset".into(), Attr::Int(opset));
     if !model.producer_name.is_empty() {
         let producer = format!("{} {}", model.producer_name, model.producer_version);
-        m.attrs.insert("onnx_producer".into(), Attr::str(one_line(producer.trim())));
+        m.attrs
+            .insert("onnx_producer".into(), Attr::str(one_line(producer.trim())));
     }
     m.add_function(f).map_err(|e| Problem::msg(e.to_string()))?;
     Ok(m)
@@ -123,7 +130,9 @@ fn default_opset(model: &ModelProto) -> PResult<i64> {
             OPSETS.start(),
             OPSETS.end()
         ))),
-        None => Err(Problem::msg("not a valid ONNX model (no default-domain opset import)")),
+        None => Err(Problem::msg(
+            "not a valid ONNX model (no default-domain opset import)",
+        )),
     }
 }
 
@@ -144,12 +153,19 @@ fn input_type(input: &ValueInfoProto, given: Option<&[i64]>) -> PResult<TensorTy
                 if d.len() != g.len() {
                     return Err(Problem::new(
                         place,
-                        format!("has rank {} but --shape gives {} dimensions", d.len(), g.len()),
+                        format!(
+                            "has rank {} but --shape gives {} dimensions",
+                            d.len(),
+                            g.len()
+                        ),
                     ));
                 }
             }
             if let Some(bad) = g.iter().find(|d| **d < 1) {
-                return Err(Problem::new(place, format!("--shape gives dimension {bad}")));
+                return Err(Problem::new(
+                    place,
+                    format!("--shape gives dimension {bad}"),
+                ));
             }
             g.to_vec()
         }
@@ -173,8 +189,10 @@ fn input_type(input: &ValueInfoProto, given: Option<&[i64]>) -> PResult<TensorTy
                     "" => "?".to_string(),
                     p => p.to_string(),
                 };
-                let example: Vec<String> =
-                    dims.iter().map(|d| static_dim(d).unwrap_or(1).to_string()).collect();
+                let example: Vec<String> = dims
+                    .iter()
+                    .map(|d| static_dim(d).unwrap_or(1).to_string())
+                    .collect();
                 return Err(Problem::msg(format!(
                     "input '{}' has a dynamic dimension '{}'; give it with --shape {}={}",
                     one_line(&input.name),
@@ -194,7 +212,11 @@ fn input_type(input: &ValueInfoProto, given: Option<&[i64]>) -> PResult<TensorTy
 fn convert_nodes<'m>(cx: &mut Importer<'m, '_>, graph: &'m GraphProto) -> PResult<Vec<usize>> {
     let mut node_of_binding = Vec::new();
     for (index, node) in graph.node.iter().enumerate() {
-        let place = Place::Node { name: node.name.clone(), index, op_type: node.op_type.clone() };
+        let place = Place::Node {
+            name: node.name.clone(),
+            index,
+            op_type: node.op_type.clone(),
+        };
         let at = |p: Problem| p.at(&place);
         if !(node.domain.is_empty() || node.domain == "ai.onnx") {
             return Err(Problem::new(
@@ -219,7 +241,11 @@ fn convert_nodes<'m>(cx: &mut Importer<'m, '_>, graph: &'m GraphProto) -> PResul
             }
         }
         cx.out_names = node.output.iter().map(|o| sanitize(o)).collect();
-        let n = NodeIn { proto: node, inputs, attrs: NodeAttrs::new(&node.attribute) };
+        let n = NodeIn {
+            proto: node,
+            inputs,
+            attrs: NodeAttrs::new(&node.attribute),
+        };
         let results = convert(cx, &n).map_err(at)?;
         node_of_binding.resize(cx.f.bindings.len(), index);
         for (i, name) in node.output.iter().enumerate() {

@@ -112,7 +112,10 @@ pub(crate) const MAX_DIM: i64 = 1 << 31;
 /// partial product of an accepted shape from overflowing.
 pub(crate) fn num_elements(shape: &[i64]) -> PResult<usize> {
     if shape.len() > MAX_RANK {
-        bail!("rank {} is above the supported maximum of {MAX_RANK}", shape.len());
+        bail!(
+            "rank {} is above the supported maximum of {MAX_RANK}",
+            shape.len()
+        );
     }
     let mut nonzero: i64 = 1;
     let mut empty = false;
@@ -162,7 +165,9 @@ pub(crate) fn wrap_int(dtype: DType, v: i64) -> i64 {
 
 /// The IR dtype of an ONNX `TensorProto.DataType` code.
 pub(crate) fn dtype_of(code: i32) -> PResult<DType> {
-    let Some(dt) = DataType::from_i32(code) else { bail!("unknown element type code {code}") };
+    let Some(dt) = DataType::from_i32(code) else {
+        bail!("unknown element type code {code}")
+    };
     Ok(match dt {
         DataType::FLOAT => DType::F32,
         DataType::UINT8 => DType::U8,
@@ -194,7 +199,10 @@ pub(crate) fn decode(t: &TensorProto, max_elements: usize) -> PResult<Tensor> {
     let dtype = dtype_of(t.data_type)?;
     let n = num_elements(&t.dims)?;
     if n > max_elements {
-        bail!("tensor of shape {:?} is too large to read as a constant ({n} elements)", t.dims);
+        bail!(
+            "tensor of shape {:?} is too large to read as a constant ({n} elements)",
+            t.dims
+        );
     }
     if t.data_location.enum_value() == Ok(DataLocation::EXTERNAL) || !t.external_data.is_empty() {
         bail!("tensor data is stored in an external file, which is not supported");
@@ -207,18 +215,30 @@ pub(crate) fn decode(t: &TensorProto, max_elements: usize) -> PResult<Tensor> {
         DType::F32 => Data::Float(exact(n, &t.float_data)?.iter().map(|x| *x as f64).collect()),
         DType::F64 => Data::Float(exact(n, &t.double_data)?.to_vec()),
         DType::F16 => Data::Float(
-            exact(n, &t.int32_data)?.iter().map(|x| f16_bits_to_f64(*x as u16)).collect(),
+            exact(n, &t.int32_data)?
+                .iter()
+                .map(|x| f16_bits_to_f64(*x as u16))
+                .collect(),
         ),
         DType::BF16 => Data::Float(
-            exact(n, &t.int32_data)?.iter().map(|x| bf16_bits_to_f64(*x as u16)).collect(),
+            exact(n, &t.int32_data)?
+                .iter()
+                .map(|x| bf16_bits_to_f64(*x as u16))
+                .collect(),
         ),
         DType::I64 => Data::Int(exact(n, &t.int64_data)?.to_vec()),
         DType::U32 | DType::U64 => Data::Int(
-            exact(n, &t.uint64_data)?.iter().map(|x| wrap_int(dtype, *x as i64)).collect(),
+            exact(n, &t.uint64_data)?
+                .iter()
+                .map(|x| wrap_int(dtype, *x as i64))
+                .collect(),
         ),
-        DType::Bool | DType::I8 | DType::I16 | DType::I32 | DType::U8 | DType::U16 => {
-            Data::Int(exact(n, &t.int32_data)?.iter().map(|x| wrap_int(dtype, *x as i64)).collect())
-        }
+        DType::Bool | DType::I8 | DType::I16 | DType::I32 | DType::U8 | DType::U16 => Data::Int(
+            exact(n, &t.int32_data)?
+                .iter()
+                .map(|x| wrap_int(dtype, *x as i64))
+                .collect(),
+        ),
     };
     Ok(Tensor::new(dtype, shape, data))
 }
@@ -296,7 +316,11 @@ fn f64_to_f16_bits(v: f64) -> u16 {
         return sign | rounded as u16;
     }
     let rounded = mant + 0xfff + ((mant >> 13) & 1);
-    let (exp, mant) = if rounded & 0x80_0000 != 0 { (exp + 1, 0) } else { (exp, rounded >> 13) };
+    let (exp, mant) = if rounded & 0x80_0000 != 0 {
+        (exp + 1, 0)
+    } else {
+        (exp, rounded >> 13)
+    };
     if exp >= 31 {
         return sign | 0x7c00;
     }

@@ -307,7 +307,10 @@ pub fn adaptive_pool2d(c: &InferCtx<'_>) -> R {
 pub fn pad(c: &InferCtx<'_>) -> R {
     let data = c.operand(0);
     let widths = c.ints("pad_width")?;
-    c.choice("pad_mode", &["constant", "reflect", "replicate", "circular"])?;
+    c.choice(
+        "pad_mode",
+        &["constant", "reflect", "replicate", "circular"],
+    )?;
     c.float("pad_value")?;
     if widths.len() != 2 * data.rank() {
         return Err(format!(

@@ -28,7 +28,11 @@ pub struct Graph {
 
 impl Graph {
     pub fn new(opset: i64) -> Self {
-        Graph { opset, graph: GraphProto::new(), next_node: 0 }
+        Graph {
+            opset,
+            graph: GraphProto::new(),
+            next_node: 0,
+        }
     }
 
     /// A graph input with a static shape.
@@ -70,7 +74,9 @@ impl Graph {
         let n: i64 = dims.iter().product();
         let mut t = tensor(DataType::FLOAT, dims);
         t.name = name.to_string();
-        t.raw_data = (0..n).flat_map(|i| (i as f32 * 0.5).to_le_bytes()).collect();
+        t.raw_data = (0..n)
+            .flat_map(|i| (i as f32 * 0.5).to_le_bytes())
+            .collect();
         self.graph.initializer.push(t);
         self
     }
@@ -100,7 +106,9 @@ impl Graph {
     }
 
     pub fn output(&mut self, name: &str) -> &mut Self {
-        self.graph.output.push(value_info(name, DataType::FLOAT, None));
+        self.graph
+            .output
+            .push(value_info(name, DataType::FLOAT, None));
         self
     }
 
@@ -132,8 +140,10 @@ impl Graph {
     }
 
     pub fn import_with(&self, shapes: &[(&str, &[i64])]) -> Result<Module, ImportError> {
-        let shapes: Vec<(String, Vec<i64>)> =
-            shapes.iter().map(|(n, d)| (n.to_string(), d.to_vec())).collect();
+        let shapes: Vec<(String, Vec<i64>)> = shapes
+            .iter()
+            .map(|(n, d)| (n.to_string(), d.to_vec()))
+            .collect();
         import_bytes(&self.bytes(), "test.onnx", &shapes)
     }
 
@@ -141,7 +151,10 @@ impl Graph {
     pub fn ok(&self) -> Module {
         let m = self.import().unwrap_or_else(|e| panic!("{e}"));
         if let Err(e) = tgc_ir::verify_module(&m) {
-            panic!("imported module does not verify: {e}\n{}", tgc_ir::text::print_module(&m));
+            panic!(
+                "imported module does not verify: {e}\n{}",
+                tgc_ir::text::print_module(&m)
+            );
         }
         m
     }

@@ -8,18 +8,25 @@ fn s(v: &[&str]) -> Vec<String> {
 }
 
 fn get<'a>(a: &'a Attrs, k: &str) -> &'a Attr {
-    a.get(k).unwrap_or_else(|| panic!("no attribute '{k}' in {a:?}"))
+    a.get(k)
+        .unwrap_or_else(|| panic!("no attribute '{k}' in {a:?}"))
 }
 
 #[test]
 fn conv_with_pads_bias_and_groups() {
     let mut g = Graph::new(17);
-    g.input("x", F32, &[1, 8, 10, 10]).input("w", F32, &[8, 1, 3, 3]).input("b", F32, &[8]);
+    g.input("x", F32, &[1, 8, 10, 10])
+        .input("w", F32, &[8, 1, 3, 3])
+        .input("b", F32, &[8]);
     g.node(
         "Conv",
         &["x", "w", "b"],
         &["y"],
-        vec![a_ints("pads", &[1, 0, 1, 2]), a_ints("strides", &[2, 1]), a_int("group", 8)],
+        vec![
+            a_ints("pads", &[1, 0, 1, 2]),
+            a_ints("strides", &[2, 1]),
+            a_int("group", 8),
+        ],
     )
     .output("y");
     let m = g.ok();
@@ -27,18 +34,30 @@ fn conv_with_pads_bias_and_groups() {
     let a = attrs_of(&m, "nn.conv2d");
     assert_eq!(get(a, "padding"), &Attr::ints([1, 0, 1, 2]));
     assert_eq!(get(a, "groups"), &Attr::Int(8));
-    assert_eq!(get(attrs_of(&m, "reshape"), "shape"), &Attr::ints([1, 8, 1, 1]));
+    assert_eq!(
+        get(attrs_of(&m, "reshape"), "shape"),
+        &Attr::ints([1, 8, 1, 1])
+    );
     assert_eq!(result_type(&m), "tensor<1x8x5x10xf32>");
 }
 
 #[test]
 fn conv_auto_pad_same_pads_the_data_first_as_tvm_does() {
     for (mode, width, out) in [
-        ("SAME_UPPER", [0, 0, 0, 0, 0, 1, 0, 1], "tensor<1x2x4x4xf32>"),
-        ("SAME_LOWER", [0, 0, 0, 0, 1, 0, 1, 0], "tensor<1x2x4x4xf32>"),
+        (
+            "SAME_UPPER",
+            [0, 0, 0, 0, 0, 1, 0, 1],
+            "tensor<1x2x4x4xf32>",
+        ),
+        (
+            "SAME_LOWER",
+            [0, 0, 0, 0, 1, 0, 1, 0],
+            "tensor<1x2x4x4xf32>",
+        ),
     ] {
         let mut g = Graph::new(13);
-        g.input("x", F32, &[1, 3, 8, 8]).input("w", F32, &[2, 3, 3, 3]);
+        g.input("x", F32, &[1, 3, 8, 8])
+            .input("w", F32, &[2, 3, 3, 3]);
         g.node(
             "Conv",
             &["x", "w"],
@@ -48,12 +67,20 @@ fn conv_auto_pad_same_pads_the_data_first_as_tvm_does() {
         g.output("y");
         let m = g.ok();
         assert_eq!(op_seq(&m), s(&["nn.pad", "nn.conv2d"]), "{mode}");
-        assert_eq!(get(attrs_of(&m, "nn.pad"), "pad_width"), &Attr::ints(width), "{mode}");
-        assert_eq!(get(attrs_of(&m, "nn.conv2d"), "padding"), &Attr::ints([0, 0, 0, 0]));
+        assert_eq!(
+            get(attrs_of(&m, "nn.pad"), "pad_width"),
+            &Attr::ints(width),
+            "{mode}"
+        );
+        assert_eq!(
+            get(attrs_of(&m, "nn.conv2d"), "padding"),
+            &Attr::ints([0, 0, 0, 0])
+        );
         assert_eq!(result_type(&m), out);
     }
     let mut g = Graph::new(13);
-    g.input("x", F32, &[1, 3, 8, 8]).input("w", F32, &[2, 3, 3, 3]);
+    g.input("x", F32, &[1, 3, 8, 8])
+        .input("w", F32, &[2, 3, 3, 3]);
     g.node(
         "Conv",
         &["x", "w"],
@@ -69,7 +96,8 @@ fn conv_auto_pad_same_pads_the_data_first_as_tvm_does() {
 #[test]
 fn conv_transpose_with_output_padding_and_output_shape() {
     let mut g = Graph::new(17);
-    g.input("x", F32, &[1, 4, 5, 5]).input("w", F32, &[4, 2, 3, 3]);
+    g.input("x", F32, &[1, 4, 5, 5])
+        .input("w", F32, &[4, 2, 3, 3]);
     g.node(
         "ConvTranspose",
         &["x", "w"],
@@ -83,11 +111,16 @@ fn conv_transpose_with_output_padding_and_output_shape() {
     .output("y");
     let m = g.ok();
     assert_eq!(op_seq(&m), s(&["nn.conv2d_transpose"]));
-    assert_eq!(get(attrs_of(&m, "nn.conv2d_transpose"), "kernel_layout"), &Attr::str("IOHW"));
+    assert_eq!(
+        get(attrs_of(&m, "nn.conv2d_transpose"), "kernel_layout"),
+        &Attr::str("IOHW")
+    );
     assert_eq!(result_type(&m), "tensor<1x2x10x10xf32>");
 
     let mut g = Graph::new(17);
-    g.input("x", F32, &[1, 4, 5, 5]).input("w", F32, &[4, 2, 3, 3]).input("b", F32, &[2]);
+    g.input("x", F32, &[1, 4, 5, 5])
+        .input("w", F32, &[4, 2, 3, 3])
+        .input("b", F32, &[2]);
     g.node(
         "ConvTranspose",
         &["x", "w", "b"],
@@ -101,19 +134,29 @@ fn conv_transpose_with_output_padding_and_output_shape() {
     .output("y");
     let m = g.ok();
     assert_eq!(op_seq(&m), s(&["nn.conv2d_transpose", "reshape", "add"]));
-    assert_eq!(get(attrs_of(&m, "nn.conv2d_transpose"), "padding"), &Attr::ints([0, 0, 1, 1]));
+    assert_eq!(
+        get(attrs_of(&m, "nn.conv2d_transpose"), "padding"),
+        &Attr::ints([0, 0, 1, 1])
+    );
     assert_eq!(result_type(&m), "tensor<1x2x10x10xf32>");
 }
 
 #[test]
 fn gemm_with_transposes_alpha_and_beta_follows_tvm() {
     let mut g = Graph::new(13);
-    g.input("a", F32, &[3, 2]).input("b", F32, &[4, 3]).input("c", F32, &[4]);
+    g.input("a", F32, &[3, 2])
+        .input("b", F32, &[4, 3])
+        .input("c", F32, &[4]);
     g.node(
         "Gemm",
         &["a", "b", "c"],
         &["y"],
-        vec![a_int("transA", 1), a_int("transB", 1), a_float("alpha", 0.5), a_float("beta", 2.0)],
+        vec![
+            a_int("transA", 1),
+            a_int("transB", 1),
+            a_float("alpha", 0.5),
+            a_float("beta", 2.0),
+        ],
     )
     .output("y");
     let m = g.ok();
@@ -134,25 +177,39 @@ fn gemm_with_transposes_alpha_and_beta_follows_tvm() {
 
     // A small constant B is transposed at import time; a big one stays a parameter.
     let mut g = Graph::new(13);
-    g.input("a", F32, &[1, 3]).init_f32("b", &[2, 3], &[1., 2., 3., 4., 5., 6.]);
+    g.input("a", F32, &[1, 3])
+        .init_f32("b", &[2, 3], &[1., 2., 3., 4., 5., 6.]);
     g.init_raw_f32("big", &[300, 2]);
     g.node("Gemm", &["a", "b"], &["y"], vec![a_int("transB", 1)]);
     g.node("Gemm", &["y", "big"], &["z"], vec![a_int("transB", 1)]);
     g.output("z");
     let m = g.ok();
-    assert_eq!(op_seq(&m), s(&["constant", "matmul", "permute_dims", "matmul"]));
+    assert_eq!(
+        op_seq(&m),
+        s(&["constant", "matmul", "permute_dims", "matmul"])
+    );
     assert_eq!(result_type(&m), "tensor<1x300xf32>");
     let f = main_fn(&m);
-    assert_eq!(f.params.len(), 2, "the 600-element weight becomes a parameter");
+    assert_eq!(
+        f.params.len(),
+        2,
+        "the 600-element weight becomes a parameter"
+    );
     assert_eq!(f.ty(f.params[1]).to_string(), "tensor<300x2xf32>");
-    assert_eq!(get(attrs_of(&m, "constant"), "value"), &Attr::floats([1., 4., 2., 5., 3., 6.]));
+    assert_eq!(
+        get(attrs_of(&m, "constant"), "value"),
+        &Attr::floats([1., 4., 2., 5., 3., 6.])
+    );
 }
 
 #[test]
 fn matmul_of_any_rank() {
     let mut g = Graph::new(17);
-    g.input("a", F32, &[2, 5, 3, 4]).input("b", F32, &[4, 6]).input("v", F32, &[6]);
-    g.node("MatMul", &["a", "b"], &["y"], vec![]).node("MatMul", &["y", "v"], &["z"], vec![]);
+    g.input("a", F32, &[2, 5, 3, 4])
+        .input("b", F32, &[4, 6])
+        .input("v", F32, &[6]);
+    g.node("MatMul", &["a", "b"], &["y"], vec![])
+        .node("MatMul", &["y", "v"], &["z"], vec![]);
     g.output("z");
     let m = g.ok();
     assert_eq!(op_seq(&m), s(&["matmul", "matmul"]));
@@ -191,15 +248,20 @@ fn batch_norm_is_decomposed_like_tvm_decompose_ops_for_inference() {
             "add"
         ])
     );
-    assert_eq!(get(attrs_of(&m, "expand_dims"), "axis"), &Attr::ints([0, 2, 3]));
+    assert_eq!(
+        get(attrs_of(&m, "expand_dims"), "axis"),
+        &Attr::ints([0, 2, 3])
+    );
     assert_eq!(result_type(&m), "tensor<1x4x3x3xf32>");
     assert!(!op_seq(&m).contains(&"nn.batch_norm".to_string()));
 
     // Constant statistics fold, as TVM's FoldConstant does after the decomposition.
     let mut g = Graph::new(15);
     g.input("x", F32, &[1, 2, 3, 3]);
-    g.init_f32("gamma", &[2], &[1., 2.]).init_f32("beta", &[2], &[0., 1.]);
-    g.init_f32("mean", &[2], &[0., 0.5]).init_f32("var", &[2], &[3., 0.]);
+    g.init_f32("gamma", &[2], &[1., 2.])
+        .init_f32("beta", &[2], &[0., 1.]);
+    g.init_f32("mean", &[2], &[0., 0.5])
+        .init_f32("var", &[2], &[3., 0.]);
     g.node(
         "BatchNormalization",
         &["x", "gamma", "beta", "mean", "var"],
@@ -224,12 +286,19 @@ fn batch_norm_is_decomposed_like_tvm_decompose_ops_for_inference() {
 fn transpose_and_reshape_with_a_shape_computed_at_run_time() {
     // x: 2x3x4 -> y = reshape(x, [Shape(x)[0], -1]) through Shape, Gather, Unsqueeze, Concat.
     let mut g = Graph::new(13);
-    g.input("x", F32, &[2, 3, 4]).init_i64("zero", &[], &[0]).init_i64("minus1", &[1], &[-1]);
+    g.input("x", F32, &[2, 3, 4])
+        .init_i64("zero", &[], &[0])
+        .init_i64("minus1", &[1], &[-1]);
     g.init_i64("axes0", &[1], &[0]);
     g.node("Shape", &["x"], &["shape"], vec![]);
     g.node("Gather", &["shape", "zero"], &["batch"], vec![]);
     g.node("Unsqueeze", &["batch", "axes0"], &["batch1"], vec![]);
-    g.node("Concat", &["batch1", "minus1"], &["target"], vec![a_int("axis", 0)]);
+    g.node(
+        "Concat",
+        &["batch1", "minus1"],
+        &["target"],
+        vec![a_int("axis", 0)],
+    );
     g.node("Cast", &["target"], &["target64"], vec![a_int("to", 7)]);
     g.node("Reshape", &["x", "target64"], &["r"], vec![]);
     g.node("Transpose", &["r"], &["y"], vec![a_ints("perm", &[1, 0])]);
@@ -257,7 +326,10 @@ fn flatten_squeeze_unsqueeze() {
     let m = g.ok();
     assert_eq!(op_seq(&m), s(&["squeeze", "expand_dims", "reshape"]));
     assert_eq!(get(attrs_of(&m, "squeeze"), "axis"), &Attr::ints([3]));
-    assert_eq!(get(attrs_of(&m, "expand_dims"), "axis"), &Attr::ints([0, 4]));
+    assert_eq!(
+        get(attrs_of(&m, "expand_dims"), "axis"),
+        &Attr::ints([0, 4])
+    );
     assert_eq!(get(attrs_of(&m, "reshape"), "shape"), &Attr::ints([2, 3]));
 
     // Opset 13: axes as inputs; Squeeze without axes drops every 1.
@@ -274,15 +346,27 @@ fn flatten_squeeze_unsqueeze() {
 #[test]
 fn split_and_slice_with_tensor_inputs() {
     let mut g = Graph::new(13);
-    g.input("x", F32, &[6, 4]).init_i64("sizes", &[3], &[1, 2, 3]);
-    g.node("Split", &["x", "sizes"], &["a", "b", "c"], vec![a_int("axis", 0)]);
+    g.input("x", F32, &[6, 4])
+        .init_i64("sizes", &[3], &[1, 2, 3]);
+    g.node(
+        "Split",
+        &["x", "sizes"],
+        &["a", "b", "c"],
+        vec![a_int("axis", 0)],
+    );
     g.output("c").output("b");
     let m = g.ok();
     assert_eq!(op_seq(&m), s(&["split"]));
-    assert_eq!(get(attrs_of(&m, "split"), "indices_or_sections"), &Attr::ints([1, 3]));
+    assert_eq!(
+        get(attrs_of(&m, "split"), "indices_or_sections"),
+        &Attr::ints([1, 3])
+    );
     let f = main_fn(&m);
     assert_eq!(
-        f.result_types().iter().map(|t| t.to_string()).collect::<Vec<_>>(),
+        f.result_types()
+            .iter()
+            .map(|t| t.to_string())
+            .collect::<Vec<_>>(),
         ["tensor<3x4xf32>", "tensor<2x4xf32>"]
     );
     assert_eq!(f.name_of(f.results[0]), "c");
@@ -290,21 +374,42 @@ fn split_and_slice_with_tensor_inputs() {
     // Equal split, opset 11 attribute form and opset 18 uneven num_outputs.
     let mut g = Graph::new(11);
     g.input("x", F32, &[6, 4]);
-    g.node("Split", &["x"], &["a", "b"], vec![a_int("axis", -1)]).output("a");
+    g.node("Split", &["x"], &["a", "b"], vec![a_int("axis", -1)])
+        .output("a");
     let m = g.ok();
-    assert_eq!(get(attrs_of(&m, "split"), "indices_or_sections"), &Attr::Int(2));
+    assert_eq!(
+        get(attrs_of(&m, "split"), "indices_or_sections"),
+        &Attr::Int(2)
+    );
     let mut g = Graph::new(18);
     g.input("x", F32, &[7]);
-    g.node("Split", &["x"], &["a", "b", "c"], vec![a_int("num_outputs", 3)]).output("c");
+    g.node(
+        "Split",
+        &["x"],
+        &["a", "b", "c"],
+        vec![a_int("num_outputs", 3)],
+    )
+    .output("c");
     let m = g.ok();
-    assert_eq!(get(attrs_of(&m, "split"), "indices_or_sections"), &Attr::ints([3, 6]));
+    assert_eq!(
+        get(attrs_of(&m, "split"), "indices_or_sections"),
+        &Attr::ints([3, 6])
+    );
     assert_eq!(result_type(&m), "tensor<1xf32>");
 
     let mut g = Graph::new(13);
     g.input("x", F32, &[10, 8]);
-    g.init_i64("starts", &[2], &[-1, 1]).init_i64("ends", &[2], &[i64::MIN, 100]);
-    g.init_i64("axes", &[2], &[0, -1]).init_i64("steps", &[2], &[-3, 2]);
-    g.node("Slice", &["x", "starts", "ends", "axes", "steps"], &["y"], vec![]).output("y");
+    g.init_i64("starts", &[2], &[-1, 1])
+        .init_i64("ends", &[2], &[i64::MIN, 100]);
+    g.init_i64("axes", &[2], &[0, -1])
+        .init_i64("steps", &[2], &[-3, 2]);
+    g.node(
+        "Slice",
+        &["x", "starts", "ends", "axes", "steps"],
+        &["y"],
+        vec![],
+    )
+    .output("y");
     let m = g.ok();
     assert_eq!(op_seq(&m), s(&["strided_slice"]));
     let a = attrs_of(&m, "strided_slice");
@@ -330,7 +435,8 @@ fn softmax_before_opset_13_flattens_around_the_axis() {
 
     let mut g = Graph::new(13);
     g.input("x", F32, &[2, 3, 4]);
-    g.node("Softmax", &["x"], &["y"], vec![a_int("axis", 1)]).output("y");
+    g.node("Softmax", &["x"], &["y"], vec![a_int("axis", 1)])
+        .output("y");
     let m = g.ok();
     assert_eq!(op_seq(&m), s(&["nn.softmax"]));
     assert_eq!(get(attrs_of(&m, "nn.softmax"), "axis"), &Attr::Int(1));
@@ -339,7 +445,9 @@ fn softmax_before_opset_13_flattens_around_the_axis() {
 #[test]
 fn layer_norm_with_and_without_bias() {
     let mut g = Graph::new(17);
-    g.input("x", F32, &[2, 5, 8]).input("g", F32, &[5, 8]).input("b", F32, &[5, 8]);
+    g.input("x", F32, &[2, 5, 8])
+        .input("g", F32, &[5, 8])
+        .input("b", F32, &[5, 8]);
     g.node(
         "LayerNormalization",
         &["x", "g", "b"],
@@ -349,20 +457,26 @@ fn layer_norm_with_and_without_bias() {
     g.output("y");
     let m = g.ok();
     assert_eq!(op_seq(&m), s(&["nn.layer_norm"]));
-    assert_eq!(get(attrs_of(&m, "nn.layer_norm"), "axes"), &Attr::ints([1, 2]));
+    assert_eq!(
+        get(attrs_of(&m, "nn.layer_norm"), "axes"),
+        &Attr::ints([1, 2])
+    );
 
     let mut g = Graph::new(17);
     g.input("x", F32, &[2, 8]).input("g", F32, &[8]);
-    g.node("LayerNormalization", &["x", "g"], &["y"], vec![]).output("y");
+    g.node("LayerNormalization", &["x", "g"], &["y"], vec![])
+        .output("y");
     assert_eq!(op_seq(&g.ok()), s(&["constant", "nn.layer_norm"]));
 }
 
 #[test]
 fn pad_as_input_as_attribute_with_modes_and_axes() {
     let mut g = Graph::new(13);
-    g.input("x", F32, &[1, 2, 4, 4]).init_i64("pads", &[8], &[0, 0, 1, 2, 0, 0, 3, 4]);
+    g.input("x", F32, &[1, 2, 4, 4])
+        .init_i64("pads", &[8], &[0, 0, 1, 2, 0, 0, 3, 4]);
     g.init_f32("v", &[], &[1.5]);
-    g.node("Pad", &["x", "pads", "v"], &["y"], vec![]).output("y");
+    g.node("Pad", &["x", "pads", "v"], &["y"], vec![])
+        .output("y");
     let m = g.ok();
     let a = attrs_of(&m, "nn.pad");
     assert_eq!(get(a, "pad_width"), &Attr::ints([0, 0, 0, 0, 1, 3, 2, 4]));
@@ -371,23 +485,41 @@ fn pad_as_input_as_attribute_with_modes_and_axes() {
 
     let mut g = Graph::new(10);
     g.input("x", F32, &[3, 4]);
-    g.node("Pad", &["x"], &["y"], vec![a_ints("pads", &[1, 0, 1, 0]), a_float("value", 2.0)]);
+    g.node(
+        "Pad",
+        &["x"],
+        &["y"],
+        vec![a_ints("pads", &[1, 0, 1, 0]), a_float("value", 2.0)],
+    );
     g.output("y");
     let m = g.ok();
     assert_eq!(get(attrs_of(&m, "nn.pad"), "pad_value"), &Attr::Float(2.0));
     assert_eq!(result_type(&m), "tensor<5x4xf32>");
 
     let mut g = Graph::new(18);
-    g.input("x", F32, &[3, 4]).init_i64("pads", &[2], &[2, 1]).init_i64("axes", &[1], &[-1]);
-    g.node("Pad", &["x", "pads", "", "axes"], &["y"], vec![a_str("mode", "reflect")]).output("y");
+    g.input("x", F32, &[3, 4])
+        .init_i64("pads", &[2], &[2, 1])
+        .init_i64("axes", &[1], &[-1]);
+    g.node(
+        "Pad",
+        &["x", "pads", "", "axes"],
+        &["y"],
+        vec![a_str("mode", "reflect")],
+    )
+    .output("y");
     let m = g.ok();
-    assert_eq!(get(attrs_of(&m, "nn.pad"), "pad_width"), &Attr::ints([0, 0, 2, 1]));
+    assert_eq!(
+        get(attrs_of(&m, "nn.pad"), "pad_width"),
+        &Attr::ints([0, 0, 2, 1])
+    );
     assert_eq!(result_type(&m), "tensor<3x7xf32>");
 
     // All-zero pads are the identity.
     let mut g = Graph::new(13);
     g.input("x", F32, &[3]).init_i64("pads", &[2], &[0, 0]);
-    g.node("Pad", &["x", "pads"], &["y"], vec![]).node("Relu", &["y"], &["z"], vec![]).output("z");
+    g.node("Pad", &["x", "pads"], &["y"], vec![])
+        .node("Relu", &["y"], &["z"], vec![])
+        .output("z");
     assert_eq!(op_seq(&g.ok()), s(&["nn.relu"]));
 }
 
@@ -397,8 +529,10 @@ fn pad_as_input_as_attribute_with_modes_and_axes() {
 fn pad_edge_and_wrap_modes_use_relax_names() {
     for (onnx, relax) in [("edge", "replicate"), ("wrap", "circular")] {
         let mut g = Graph::new(19);
-        g.input("x", F32, &[3, 4]).init_i64("pads", &[4], &[1, 0, 1, 0]);
-        g.node("Pad", &["x", "pads"], &["y"], vec![a_str("mode", onnx)]).output("y");
+        g.input("x", F32, &[3, 4])
+            .init_i64("pads", &[4], &[1, 0, 1, 0]);
+        g.node("Pad", &["x", "pads"], &["y"], vec![a_str("mode", onnx)])
+            .output("y");
         let m = g.ok();
         assert_eq!(get(attrs_of(&m, "nn.pad"), "pad_mode"), &Attr::str(relax));
         assert_eq!(result_type(&m), "tensor<5x4xf32>");
@@ -408,23 +542,31 @@ fn pad_edge_and_wrap_modes_use_relax_names() {
 #[test]
 fn resize_with_scales_or_sizes() {
     let mut g = Graph::new(13);
-    g.input("x", F32, &[1, 3, 10, 12]).init_f32("scales", &[4], &[1.0, 1.0, 2.0, 1.5]);
+    g.input("x", F32, &[1, 3, 10, 12])
+        .init_f32("scales", &[4], &[1.0, 1.0, 2.0, 1.5]);
     g.node(
         "Resize",
         &["x", "", "scales"],
         &["y"],
-        vec![a_str("mode", "linear"), a_str("coordinate_transformation_mode", "align_corners")],
+        vec![
+            a_str("mode", "linear"),
+            a_str("coordinate_transformation_mode", "align_corners"),
+        ],
     )
     .output("y");
     let m = g.ok();
     let a = attrs_of(&m, "image.resize2d");
     assert_eq!(get(a, "size"), &Attr::ints([20, 18]));
     assert_eq!(get(a, "method"), &Attr::str("linear"));
-    assert_eq!(get(a, "coordinate_transformation_mode"), &Attr::str("align_corners"));
+    assert_eq!(
+        get(a, "coordinate_transformation_mode"),
+        &Attr::str("align_corners")
+    );
     assert_eq!(result_type(&m), "tensor<1x3x20x18xf32>");
 
     let mut g = Graph::new(19);
-    g.input("x", F32, &[1, 3, 10, 12]).init_i64("sizes", &[4], &[1, 3, 5, 7]);
+    g.input("x", F32, &[1, 3, 10, 12])
+        .init_i64("sizes", &[4], &[1, 3, 5, 7]);
     g.init_f32("roi", &[0], &[]).init_f32("scales", &[0], &[]);
     g.node(
         "Resize",
@@ -441,24 +583,34 @@ fn resize_with_scales_or_sizes() {
     let a = attrs_of(&m, "image.resize2d");
     assert_eq!(get(a, "method"), &Attr::str("cubic"));
     assert_eq!(get(a, "cubic_alpha"), &Attr::Float(-0.5));
-    assert_eq!(get(a, "coordinate_transformation_mode"), &Attr::str("half_pixel"));
+    assert_eq!(
+        get(a, "coordinate_transformation_mode"),
+        &Attr::str("half_pixel")
+    );
     assert_eq!(result_type(&m), "tensor<1x3x5x7xf32>");
 
     // Resize-10: (X, scales), nearest, asymmetric.
     let mut g = Graph::new(10);
-    g.input("x", F32, &[1, 1, 2, 2]).init_f32("scales", &[4], &[1.0, 1.0, 3.0, 3.0]);
-    g.node("Resize", &["x", "scales"], &["y"], vec![]).output("y");
+    g.input("x", F32, &[1, 1, 2, 2])
+        .init_f32("scales", &[4], &[1.0, 1.0, 3.0, 3.0]);
+    g.node("Resize", &["x", "scales"], &["y"], vec![])
+        .output("y");
     let m = g.ok();
     let a = attrs_of(&m, "image.resize2d");
     assert_eq!(get(a, "method"), &Attr::str("nearest_neighbor"));
-    assert_eq!(get(a, "coordinate_transformation_mode"), &Attr::str("asymmetric"));
+    assert_eq!(
+        get(a, "coordinate_transformation_mode"),
+        &Attr::str("asymmetric")
+    );
     assert_eq!(result_type(&m), "tensor<1x1x6x6xf32>");
 }
 
 #[test]
 fn clip_with_bounds_as_inputs_or_attributes() {
     let mut g = Graph::new(13);
-    g.input("x", F32, &[4]).init_f32("lo", &[], &[0.0]).init_f32("hi", &[], &[6.0]);
+    g.input("x", F32, &[4])
+        .init_f32("lo", &[], &[0.0])
+        .init_f32("hi", &[], &[6.0]);
     g.node("Clip", &["x", "lo", "hi"], &["a"], vec![]);
     g.node("Clip", &["a", "", "hi"], &["b"], vec![]);
     g.node("Clip", &["b"], &["y"], vec![]);
@@ -466,11 +618,20 @@ fn clip_with_bounds_as_inputs_or_attributes() {
     let m = g.ok();
     assert_eq!(op_seq(&m), s(&["clip", "constant", "minimum"]));
     let a = attrs_of(&m, "clip");
-    assert_eq!((get(a, "min"), get(a, "max")), (&Attr::Float(0.0), &Attr::Float(6.0)));
+    assert_eq!(
+        (get(a, "min"), get(a, "max")),
+        (&Attr::Float(0.0), &Attr::Float(6.0))
+    );
 
     let mut g = Graph::new(6 + 4);
     g.input("x", F32, &[4]);
-    g.node("Clip", &["x"], &["y"], vec![a_float("min", -1.0), a_float("max", 1.0)]).output("y");
+    g.node(
+        "Clip",
+        &["x"],
+        &["y"],
+        vec![a_float("min", -1.0), a_float("max", 1.0)],
+    )
+    .output("y");
     assert_eq!(op_seq(&g.ok()), s(&["clip"]));
 
     // A bound computed at run time becomes maximum/minimum with that value.
@@ -483,7 +644,9 @@ fn clip_with_bounds_as_inputs_or_attributes() {
 #[test]
 fn gather_take_with_constant_or_run_time_indices() {
     let mut g = Graph::new(13);
-    g.input("x", F32, &[5, 3]).init_i64("idx", &[2], &[-1, 0]).input("j", I64, &[2, 2]);
+    g.input("x", F32, &[5, 3])
+        .init_i64("idx", &[2], &[-1, 0])
+        .input("j", I64, &[2, 2]);
     g.node("Gather", &["x", "idx"], &["a"], vec![]);
     g.node("Gather", &["a", "j"], &["y"], vec![a_int("axis", 1)]);
     g.output("y");
@@ -516,7 +679,12 @@ fn concat_cast_and_constants() {
     // Constant, ConstantOfShape (small: folded; big: broadcast_to), Shape with start, Range.
     let mut g = Graph::new(15);
     g.input("x", F32, &[2, 3, 64, 64]);
-    g.node("Constant", &[], &["k"], vec![a_tensor("value", i64_tensor(&[1], &[64]))]);
+    g.node(
+        "Constant",
+        &[],
+        &["k"],
+        vec![a_tensor("value", i64_tensor(&[1], &[64]))],
+    );
     g.node(
         "ConstantOfShape",
         &["k"],
@@ -538,7 +706,10 @@ fn concat_cast_and_constants() {
     g.node("Add", &["y0", "z"], &["y"], vec![]);
     g.output("y");
     let m = g.ok();
-    assert_eq!(op_seq(&m), s(&["constant", "broadcast_to", "add", "constant", "add"]));
+    assert_eq!(
+        op_seq(&m),
+        s(&["constant", "broadcast_to", "add", "constant", "add"])
+    );
     let f = main_fn(&m);
     assert_eq!(f.name_of(f.bindings[1].results[0]), "zeros");
     assert_eq!(get(&f.bindings[3].attrs, "shape"), &Attr::ints([64]));
@@ -577,7 +748,10 @@ fn elementwise_activations_follow_tvm() {
     g.node("HardSwish", &["b"], &["y"], vec![]);
     g.output("y");
     let m = g.ok();
-    assert_eq!(get(attrs_of(&m, "nn.leakyrelu"), "alpha"), &Attr::Float(0.25));
+    assert_eq!(
+        get(attrs_of(&m, "nn.leakyrelu"), "alpha"),
+        &Attr::Float(0.25)
+    );
     assert_eq!(
         op_seq(&m),
         // Binding order follows TVM's lazy emission (see onnx/order.rs): LeakyRelu's result
@@ -602,7 +776,9 @@ fn elementwise_activations_follow_tvm() {
 #[test]
 fn binary_and_variadic_arithmetic() {
     let mut g = Graph::new(13);
-    g.input("a", F32, &[2, 3]).input("b", F32, &[3]).input("c", F32, &[2, 1]);
+    g.input("a", F32, &[2, 3])
+        .input("b", F32, &[3])
+        .input("c", F32, &[2, 1]);
     g.init_i64("two", &[], &[2]);
     for (op, out, ins) in [
         ("Add", "t0", ["a", "b"]),
@@ -635,7 +811,12 @@ fn binary_and_variadic_arithmetic() {
 fn reductions_with_axes_as_attribute_or_input() {
     let mut g = Graph::new(13);
     g.input("x", F32, &[2, 3, 4]).init_i64("ax", &[1], &[1]);
-    g.node("ReduceMean", &["x"], &["a"], vec![a_ints("axes", &[-1]), a_int("keepdims", 0)]);
+    g.node(
+        "ReduceMean",
+        &["x"],
+        &["a"],
+        vec![a_ints("axes", &[-1]), a_int("keepdims", 0)],
+    );
     g.node("ReduceSum", &["x", "ax"], &["b"], vec![]);
     g.node("ReduceMax", &["x"], &["c"], vec![]);
     g.output("a").output("b").output("c");
@@ -643,12 +824,25 @@ fn reductions_with_axes_as_attribute_or_input() {
     assert_eq!(op_seq(&m), s(&["mean", "sum", "max"]));
     let f = main_fn(&m);
     let types: Vec<String> = f.result_types().iter().map(|t| t.to_string()).collect();
-    assert_eq!(types, ["tensor<2x3xf32>", "tensor<2x1x4xf32>", "tensor<1x1x1xf32>"]);
+    assert_eq!(
+        types,
+        ["tensor<2x3xf32>", "tensor<2x1x4xf32>", "tensor<1x1x1xf32>"]
+    );
 
     let mut g = Graph::new(18);
     g.input("x", F32, &[2, 3, 4]).init_i64("ax", &[2], &[0, 2]);
-    g.node("ReduceMin", &["x", "ax"], &["a"], vec![a_int("keepdims", 0)]);
-    g.node("ReduceProd", &["a"], &["b"], vec![a_int("noop_with_empty_axes", 1)]);
+    g.node(
+        "ReduceMin",
+        &["x", "ax"],
+        &["a"],
+        vec![a_int("keepdims", 0)],
+    );
+    g.node(
+        "ReduceProd",
+        &["a"],
+        &["b"],
+        vec![a_int("noop_with_empty_axes", 1)],
+    );
     g.output("b");
     let m = g.ok();
     assert_eq!(op_seq(&m), s(&["min"]));
@@ -685,7 +879,10 @@ fn pooling() {
     g.output("y");
     let m = g.ok();
     assert_eq!(op_seq(&m), s(&["nn.max_pool2d", "nn.avg_pool2d", "mean"]));
-    assert_eq!(get(attrs_of(&m, "nn.max_pool2d"), "padding"), &Attr::ints([1, 1, 1, 1]));
+    assert_eq!(
+        get(attrs_of(&m, "nn.max_pool2d"), "padding"),
+        &Attr::ints([1, 1, 1, 1])
+    );
     let a = attrs_of(&m, "nn.avg_pool2d");
     assert_eq!(get(a, "count_include_pad"), &Attr::Bool(true));
     assert_eq!(get(a, "ceil_mode"), &Attr::Bool(true));

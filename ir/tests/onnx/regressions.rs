@@ -24,16 +24,25 @@ fn raw_fuzz_findings_do_not_panic() {
 #[test]
 fn slice_without_axes_and_more_starts_than_rank() {
     let mut g = Graph::new(13);
-    g.input("x", F32, &[4]).init_i64("starts", &[2], &[0, 0]).init_i64("ends", &[2], &[1, 1]);
-    g.node("Slice", &["x", "starts", "ends"], &["y"], vec![]).output("y");
-    assert_eq!(g.err(), "test.onnx: node 'n0' (Slice): axis 1 is out of range for rank 1");
+    g.input("x", F32, &[4])
+        .init_i64("starts", &[2], &[0, 0])
+        .init_i64("ends", &[2], &[1, 1]);
+    g.node("Slice", &["x", "starts", "ends"], &["y"], vec![])
+        .output("y");
+    assert_eq!(
+        g.err(),
+        "test.onnx: node 'n0' (Slice): axis 1 is out of range for rank 1"
+    );
 }
 
 /// Found by review while fuzzing: Range read the first element of an empty `start`.
 #[test]
 fn range_with_an_empty_start() {
     let mut g = Graph::new(13);
-    g.init_i64("start", &[0], &[]).init_i64("limit", &[], &[3]).init_i64("delta", &[], &[1]);
-    g.node("Range", &["start", "limit", "delta"], &["y"], vec![]).output("y");
+    g.init_i64("start", &[0], &[])
+        .init_i64("limit", &[], &[3])
+        .init_i64("delta", &[], &[1]);
+    g.node("Range", &["start", "limit", "delta"], &["y"], vec![])
+        .output("y");
     assert_eq!(g.err(), "test.onnx: node 'n0' (Range): start, limit and delta must each be a single value, all of one dtype");
 }

@@ -1,0 +1,508 @@
+//! `tgc tune`: tune a model with TVM MetaSchedule, seeded from the cache, and write the best
+//! records back.
+//!
+//! The pipeline is the one of `tgc-cpu`/`tgc-gpu` (partition, canonicalize, annotate-cache,
+//! seed-schedules), then, per distinct task: lower it through the worker, look its candidates
+//! up again (records written by earlier tasks of this run count: within-model reuse), measure
+//! the seeds first and let MetaSchedule's evolutionary search continue unless an exact hit
+//! re-measures within tolerance, and write the best records back at once. The representative
+//! of each structural group (its most frequent task) is tuned before the rest of the group,
+//! so the others start from its records. Finally the whole model is built with the best
+//! schedule per task and timed with TVM's time evaluator; its outputs must equal an untuned
+//! build's.
+//!
+//! `--no-cache` is stock MetaSchedule with the same trial budget: no lookups, no seeds, no
+//! early stop, no write-back.
+
+use crate::input::{load_model, parse_shape_arg, write_output};
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tgc_cache::{Cache, NewRecord, Provenance, Target, TaskEntry, Toolchain, Trace, Workload};
+use tgc_canonicalize::{extract_tasks, Features, Task, TaskKeys};
+use tgc_ir::Module;
+use tgc_passes::annotate_cache::AnnotateCache;
+use tgc_passes::canonicalize::Canonicalize;
+use tgc_passes::partition::Partition;
+use tgc_passes::seeding::{plan, resolve_target, CandidateRef, SeedPolicy};
+use tgc_passes::{Instrumentation, PassManager};
+use tgc_tvm::{module_json, task_json, Worker, WorkerConfig};
+
+#[derive(Args)]
+pub struct TuneArgs {
+    /// The model: ONNX (`.onnx`) or text IR.
+    model: String,
+    /// `llvm`, `cuda`, or a TVM target JSON.
+    #[arg(long, default_value = "llvm")]
+    target: String,
+    /// The cache file (default: $TGC_CACHE, else the user cache dir).
+    #[arg(long)]
+    cache: Option<PathBuf>,
+    /// Measured candidates per task, seeds included.
+    #[arg(long, default_value_t = 64)]
+    trials_per_task: i64,
+    /// Stock MetaSchedule with the same budget: no cache reads or writes, no seeds, no early stop.
+    #[arg(long)]
+    no_cache: bool,
+    /// Write a JSON report (schema `tgc.tune/1`) here.
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// Static shape of an ONNX input, e.g. `input=1x224x224x3` (repeatable).
+    #[arg(long = "shape", value_name = "NAME=DIMS", value_parser = parse_shape_arg)]
+    shapes: Vec<(String, Vec<i64>)>,
+    /// Most seeds measured first per task.
+    #[arg(long, default_value_t = 16)]
+    max_seeds: usize,
+    /// Search rounds without improvement before a task stops (0: never).
+    #[arg(long, default_value_t = 3)]
+    patience: i64,
+    /// Relative tolerance within which an exact hit's re-measured latency ends the task.
+    #[arg(long, default_value_t = 0.05)]
+    tolerance: f64,
+    /// Candidates per search round.
+    #[arg(long, default_value_t = 16)]
+    trials_per_round: i64,
+    /// MetaSchedule's evolutionary population (smaller is faster per round, searches less).
+    #[arg(long, default_value_t = 512)]
+    population: i64,
+    /// Tune at most this many distinct tasks (the most frequent first); the rest keep
+    /// TVM's default schedules.
+    #[arg(long)]
+    max_tasks: Option<usize>,
+    /// Skip the final whole-model build and latency measurement.
+    #[arg(long)]
+    no_measure: bool,
+    /// Where MetaSchedule's logs and the worker log go (default: a temp dir).
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+}
+
+/// What happened to one task.
+struct TaskReport {
+    name: String,
+    occurrences: usize,
+    tier: String,
+    seeds_tried: u64,
+    seeds_failed: u64,
+    trials: u64,
+    best_s: Option<f64>,
+    stopped: String,
+    wall_s: f64,
+    written: usize,
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+/// Structural groups in order of first appearance, each with its most frequent task first.
+fn tuning_order(tasks: &[Task]) -> Vec<usize> {
+    let mut groups: Vec<(tgc_canonicalize::TaskKey, Vec<usize>)> = Vec::new();
+    for (i, t) in tasks.iter().enumerate() {
+        match groups.iter_mut().find(|(k, _)| *k == t.keys.structural) {
+            Some((_, members)) => members.push(i),
+            None => groups.push((t.keys.structural, vec![i])),
+        }
+    }
+    for (_, members) in groups.iter_mut() {
+        members.sort_by_key(|&i| std::cmp::Reverse(tasks[i].occurrences));
+    }
+    let mut order: Vec<usize> = groups.iter().map(|(_, m)| m[0]).collect();
+    order.extend(groups.iter().flat_map(|(_, m)| m[1..].iter().copied()));
+    order
+}
+
+pub fn run(args: TuneArgs) -> Result<()> {
+    if args.trials_per_task < 1 {
+        bail!(
+            "--trials-per-task must be at least 1, got {}",
+            args.trials_per_task
+        );
+    }
+    let target_json = resolve_target(&args.target).map_err(|e| anyhow!("--target: {e}"))?;
+    let target = Target::from_json(&target_json).map_err(|e| anyhow!("--target: {e}"))?;
+    let toolchain = Toolchain::pinned();
+    let cache_path = match &args.cache {
+        Some(p) => p.clone(),
+        None => Cache::default_path().map_err(|e| anyhow!("{e}"))?,
+    };
+    let policy = SeedPolicy {
+        trials: args.trials_per_task,
+        max_seeds: args.max_seeds,
+        tolerance: args.tolerance,
+        patience: if args.no_cache { 0 } else { args.patience },
+    };
+
+    // Partition and key the model.
+    let mut module = load_model(&args.model, &args.shapes)?;
+    let mut pm = PassManager::new(Instrumentation::default());
+    pm.add(Box::new(Partition::default()));
+    pm.add(Box::new(Canonicalize));
+    pm.run(&mut module, &mut std::io::sink())
+        .map_err(|e| anyhow!("{}: {e}", args.model))?;
+    let tasks = extract_tasks(&module);
+    let mut order = tuning_order(&tasks);
+    if let Some(max) = args.max_tasks {
+        let mut by_use: Vec<usize> = order.clone();
+        by_use.sort_by_key(|&i| std::cmp::Reverse(tasks[i].occurrences));
+        let keep: std::collections::HashSet<usize> = by_use.into_iter().take(max).collect();
+        order.retain(|i| keep.contains(i));
+    }
+
+    let mut cache = if args.no_cache {
+        None
+    } else {
+        Some(Cache::open(&cache_path).map_err(|e| anyhow!("{e}"))?)
+    };
+    let annotate = AnnotateCache {
+        path: cache_path.clone(),
+        target: target.clone(),
+        toolchain: toolchain.clone(),
+        limit: 32,
+    };
+
+    let work_dir = match &args.work_dir {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!("tgc-tune-{}", std::process::id())),
+    };
+    std::fs::create_dir_all(&work_dir)
+        .with_context(|| format!("{}: cannot create", work_dir.display()))?;
+    let progress = MultiProgress::new();
+    let overall = progress.add(ProgressBar::new(order.len() as u64));
+    overall.set_style(
+        ProgressStyle::with_template(
+            "{prefix:>8} [{bar:30}] {pos}/{len} tasks {elapsed_precise} {msg}",
+        )
+        .expect("static template")
+        .progress_chars("=> "),
+    );
+    overall.set_prefix("tuning");
+    overall.set_message("starting the TVM worker");
+    let mut worker = Worker::start(WorkerConfig::new(work_dir.join("worker.log")))?;
+
+    let started = Instant::now();
+    let mut reports: Vec<TaskReport> = Vec::new();
+    // Best trace per exact key, for the final build.
+    let mut best_traces: HashMap<tgc_canonicalize::TaskKey, Value> = HashMap::new();
+    for &ti in &order {
+        let task = &tasks[ti];
+        let f = module
+            .function(&task.name)
+            .expect("tasks name functions of the module");
+        let tj = task_json(f).map_err(|e| anyhow!(e))?;
+        let spinner = progress.insert_before(&overall, ProgressBar::new_spinner());
+        spinner.set_style(
+            ProgressStyle::with_template("  {spinner} {msg} {elapsed}").expect("static template"),
+        );
+        spinner.enable_steady_tick(Duration::from_millis(200));
+
+        // Look the task up now: records written earlier in this run count.
+        let (candidates, refs) = match &cache {
+            Some(c) => {
+                let found = annotate_lookup(&annotate, c, f)?;
+                let refs: Vec<CandidateRef> = found.iter().map(candidate_ref).collect();
+                (found, refs)
+            }
+            None => (Vec::new(), Vec::new()),
+        };
+        let seed_plan = plan(&refs, &policy);
+        spinner.set_message(format!(
+            "{} ({} seeds from {})",
+            task.name,
+            seed_plan.seeds.len(),
+            seed_plan.tier
+        ));
+        let seeds: Vec<Value> = seed_plan
+            .seeds
+            .iter()
+            .filter_map(|d| {
+                candidates
+                    .iter()
+                    .find(|c| &c.trace.digest().to_string() == d)
+            })
+            .map(|c| serde_json::from_str::<Value>(c.trace.json()).unwrap_or(Value::Null))
+            .filter(|v| !v.is_null())
+            .collect();
+
+        let lowered = worker.call(
+            "lower",
+            json!({ "task": tj, "target": target_json }),
+            Some(&task.name),
+        )?;
+        let task_dir = work_dir.join(&task.name);
+        let mut params = json!({
+            "task": tj,
+            "target": target_json,
+            "work_dir": task_dir,
+            "seeds": seeds,
+            "max_trials": seed_plan.trials,
+            "trials_per_round": args.trials_per_round,
+            "patience_rounds": seed_plan.patience,
+            "exact_tolerance": seed_plan.tolerance,
+            "evolutionary": { "population_size": args.population },
+        });
+        if let Some(l) = seed_plan.cached_latency_s {
+            params["cached_latency_s"] = json!(l);
+        }
+        let result = worker.call("tune", params, Some(&task.name))?;
+        let records = result["records"].as_array().cloned().unwrap_or_default();
+        if let Some(best) = records.first() {
+            best_traces.insert(task.keys.exact, best["trace"].clone());
+        }
+
+        let mut written = 0;
+        if let Some(c) = cache.as_mut() {
+            let entry = TaskEntry {
+                keys: task.keys,
+                features: task.features.clone(),
+                workload: lowered["structural_hash"]
+                    .as_str()
+                    .and_then(|h| h.parse().ok())
+                    .map(|tvm_hash| Workload {
+                        tvm_hash,
+                        json: lowered["workload_json"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_string(),
+                    }),
+            };
+            let new: Vec<NewRecord> = records
+                .iter()
+                .filter_map(|r| {
+                    let trace = Trace::from_json(&r["trace"]).ok()?;
+                    let latencies: Vec<f64> = r["run_secs"]
+                        .as_array()?
+                        .iter()
+                        .filter_map(Value::as_f64)
+                        .collect();
+                    Some(NewRecord {
+                        trace,
+                        latencies,
+                        args_info: None,
+                        provenance: Provenance {
+                            model: Some(args.model.clone()),
+                            task_name: Some(task.name.clone()),
+                            trials: Some(u(&result["trials"]) as u32),
+                            created_at: None,
+                            source: "tune".into(),
+                        },
+                    })
+                })
+                .collect();
+            let summary = c
+                .put(&entry, &target, &toolchain, &new)
+                .map_err(|e| anyhow!("task {}: {e}", task.name))?;
+            written = summary.inserted + summary.improved;
+        }
+        spinner.finish_and_clear();
+        let report = TaskReport {
+            name: task.name.clone(),
+            occurrences: task.occurrences,
+            tier: seed_plan.tier.clone(),
+            seeds_tried: u(&result["seeds_tried"]),
+            seeds_failed: u(&result["seeds_failed"]),
+            trials: u(&result["trials"]),
+            best_s: result["best_s"].as_f64(),
+            stopped: result["stopped"].as_str().unwrap_or("?").to_string(),
+            wall_s: result["wall_s"].as_f64().unwrap_or(0.0),
+            written,
+        };
+        overall.println(format!(
+            "  {:<40} {:<10} trials {:>4}  best {:>10}  {}",
+            report.name,
+            report.tier,
+            report.trials,
+            report
+                .best_s
+                .map_or("-".to_string(), |s| format!("{:.1} us", s * 1e6)),
+            report.stopped
+        ));
+        reports.push(report);
+        overall.inc(1);
+    }
+    let tuning_wall_s = started.elapsed().as_secs_f64();
+    overall.finish_and_clear();
+
+    let measured = if args.no_measure {
+        None
+    } else {
+        Some(measure(
+            &mut worker,
+            &module,
+            &tasks,
+            &best_traces,
+            &target_json,
+        )?)
+    };
+    let _ = worker.shutdown();
+
+    let text = summary_table(&args.model, &reports, tuning_wall_s, measured.as_ref());
+    print!("{text}");
+    if let Some(path) = &args.report {
+        let doc = report_json(
+            &args,
+            &target_json,
+            &reports,
+            tuning_wall_s,
+            measured.as_ref(),
+        );
+        write_output(
+            Some(path),
+            &format!("{}\n", serde_json::to_string_pretty(&doc)?),
+        )?;
+    }
+    if let Some(m) = &measured {
+        if m["outputs_match"] != json!(true) {
+            bail!(
+                "{}: the tuned model's outputs differ from an untuned build's ({})",
+                args.model,
+                m["mismatch"]
+            );
+        }
+    }
+    Ok(())
+}
+
+fn annotate_lookup(
+    a: &AnnotateCache,
+    cache: &Cache,
+    f: &tgc_ir::Function,
+) -> Result<Vec<tgc_cache::Candidate>> {
+    let keys = TaskKeys::of(f);
+    let features = Features::of(f);
+    cache
+        .candidates(&keys, &features, &a.target, &a.toolchain, a.limit)
+        .map_err(|e| anyhow!("task {}: {e}", f.name))
+}
+
+fn candidate_ref(c: &tgc_cache::Candidate) -> CandidateRef {
+    CandidateRef {
+        tier: c.tier.name().to_string(),
+        trace: c.trace.digest().to_string(),
+        latency_s: c.mean_latency,
+        distance: c.distance,
+        source: format!(
+            "{}/{}",
+            c.source.model.as_deref().unwrap_or("?"),
+            c.source.task_name.as_deref().unwrap_or("?")
+        ),
+    }
+}
+
+/// Builds the whole model with the best trace per task and times it.
+fn measure(
+    worker: &mut Worker,
+    module: &Module,
+    tasks: &[Task],
+    best: &HashMap<tgc_canonicalize::TaskKey, Value>,
+    target: &Value,
+) -> Result<Value> {
+    let mj = module_json(module).map_err(|e| anyhow!(e))?;
+    let mut records: BTreeMap<String, Value> = BTreeMap::new();
+    for t in tasks {
+        if let Some(trace) = best.get(&t.keys.exact) {
+            for name in &t.functions {
+                records.insert(name.clone(), json!([trace]));
+            }
+        }
+    }
+    Ok(worker.call(
+        "build_and_measure",
+        json!({ "module": mj, "records": records, "target": target, "repeat": 20 }),
+        None,
+    )?)
+}
+
+fn summary_table(
+    model: &str,
+    reports: &[TaskReport],
+    wall: f64,
+    measured: Option<&Value>,
+) -> String {
+    let mut out = format!(
+        "{model}: {} tasks tuned in {wall:.1} s\n{:<40} {:>4} {:<10} {:>6} {:>6} {:>6} {:>12} {:<10} {:>7}\n",
+        reports.len(),
+        "task",
+        "occ",
+        "tier",
+        "seeds",
+        "failed",
+        "trials",
+        "best (us)",
+        "stopped",
+        "time s"
+    );
+    let mut tiers: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in reports {
+        *tiers.entry(r.tier.as_str()).or_default() += 1;
+        out.push_str(&format!(
+            "{:<40} {:>4} {:<10} {:>6} {:>6} {:>6} {:>12} {:<10} {:>7.1}\n",
+            r.name,
+            r.occurrences,
+            r.tier,
+            r.seeds_tried,
+            r.seeds_failed,
+            r.trials,
+            r.best_s.map_or("-".into(), |s| format!("{:.2}", s * 1e6)),
+            r.stopped,
+            r.wall_s
+        ));
+    }
+    let trials: u64 = reports.iter().map(|r| r.trials).sum();
+    let hits: Vec<String> = tiers.iter().map(|(t, n)| format!("{t} {n}")).collect();
+    out.push_str(&format!(
+        "total: {trials} trials; tasks by seed tier: {}\n",
+        hits.join(", ")
+    ));
+    if let Some(m) = measured {
+        out.push_str(&format!(
+            "end-to-end latency: {:.3} ms (median of {}); outputs match untuned build: {}\n",
+            m["latency_ms"]["median"].as_f64().unwrap_or(f64::NAN),
+            m["latency_ms"]["repeat"],
+            m["outputs_match"]
+        ));
+    }
+    out
+}
+
+fn report_json(
+    args: &TuneArgs,
+    target: &Value,
+    reports: &[TaskReport],
+    wall: f64,
+    measured: Option<&Value>,
+) -> Value {
+    let mut tiers: BTreeMap<String, usize> = BTreeMap::new();
+    for r in reports {
+        *tiers.entry(r.tier.clone()).or_default() += 1;
+    }
+    json!({
+        "schema": "tgc.tune/1",
+        "model": args.model,
+        "target": target,
+        "no_cache": args.no_cache,
+        "trials_per_task": args.trials_per_task,
+        "tasks": reports.iter().map(|r| json!({
+            "name": r.name,
+            "occurrences": r.occurrences,
+            "tier": r.tier,
+            "seeds_tried": r.seeds_tried,
+            "seeds_failed": r.seeds_failed,
+            "trials": r.trials,
+            "best_latency_s": r.best_s,
+            "stopped": r.stopped,
+            "wall_s": r.wall_s,
+            "records_written": r.written,
+        })).collect::<Vec<_>>(),
+        "totals": {
+            "tuning_wall_s": wall,
+            "trials": reports.iter().map(|r| r.trials).sum::<u64>(),
+            "tasks_by_tier": tiers,
+        },
+        "end_to_end": measured.cloned().unwrap_or(Value::Null),
+    })
+}

@@ -1,0 +1,107 @@
+//! `annotate-cache`: attach to every task the ranked candidates the cache holds for it
+//! (`tgc.candidates`, best tier first), for one target and the pinned toolchain.
+
+use crate::pass::{OptionKind, OptionSpec, Pass, PassError, PassInfo, PassOptions};
+use crate::seeding::{resolve_target, CandidateRef};
+use std::path::PathBuf;
+use tgc_cache::{Cache, Target, Toolchain};
+use tgc_canonicalize::{Features, TaskKeys};
+use tgc_ir::{Attr, Module};
+
+pub const CANDIDATES_ATTR: &str = "tgc.candidates";
+
+pub static INFO: PassInfo = PassInfo {
+    name: "annotate-cache",
+    summary: "Attach each task's cached candidates (exact, structural, family) as tgc.candidates",
+    options: &[
+        OptionSpec {
+            name: "cache",
+            kind: OptionKind::Str,
+            default: "",
+            help: "cache file ($TGC_CACHE or the user cache dir when empty)",
+        },
+        OptionSpec {
+            name: "target",
+            kind: OptionKind::Str,
+            default: "llvm",
+            help: "llvm, cuda or a TVM target JSON",
+        },
+        OptionSpec {
+            name: "limit",
+            kind: OptionKind::Int,
+            default: "32",
+            help: "most candidates per task",
+        },
+    ],
+    create: |o: &PassOptions| {
+        let target = resolve_target(o.str("target"))?;
+        let target = Target::from_json(&target).map_err(|e| e.to_string())?;
+        let limit = o.int("limit");
+        if limit < 0 {
+            return Err(format!(
+                "option 'limit' of pass 'annotate-cache' must be at least 0, got {limit}"
+            ));
+        }
+        let path = match o.str("cache") {
+            "" => Cache::default_path().map_err(|e| e.to_string())?,
+            p => PathBuf::from(p),
+        };
+        Ok(Box::new(AnnotateCache {
+            path,
+            target,
+            toolchain: Toolchain::pinned(),
+            limit: limit as usize,
+        }))
+    },
+};
+
+pub struct AnnotateCache {
+    pub path: PathBuf,
+    pub target: Target,
+    pub toolchain: Toolchain,
+    pub limit: usize,
+}
+
+impl Pass for AnnotateCache {
+    fn info(&self) -> &'static PassInfo {
+        &INFO
+    }
+
+    fn run(&self, module: &mut Module) -> Result<(), PassError> {
+        // No cache yet means no candidates, not an error: the first run of a model.
+        let cache = if self.path.exists() {
+            Some(Cache::open_existing(&self.path).map_err(|e| PassError(e.to_string()))?)
+        } else {
+            None
+        };
+        for f in module.functions.values_mut().filter(|f| f.is_primitive()) {
+            let mut list = Vec::new();
+            if let Some(cache) = &cache {
+                let keys = TaskKeys::of(f);
+                let features = Features::of(f);
+                let found = cache
+                    .candidates(&keys, &features, &self.target, &self.toolchain, self.limit)
+                    .map_err(|e| PassError(format!("@{}: {e}", f.name)))?;
+                for c in found {
+                    let source = format!(
+                        "{}/{}",
+                        c.source.model.as_deref().unwrap_or("?"),
+                        c.source.task_name.as_deref().unwrap_or("?")
+                    );
+                    list.push(
+                        CandidateRef {
+                            tier: c.tier.name().to_string(),
+                            trace: c.trace.digest().to_string(),
+                            latency_s: c.mean_latency,
+                            distance: c.distance,
+                            source,
+                        }
+                        .to_attr(),
+                    );
+                }
+            }
+            f.attrs.insert(CANDIDATES_ATTR.into(), Attr::List(list));
+        }
+        Ok(())
+    }
+}

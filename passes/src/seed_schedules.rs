@@ -1,0 +1,95 @@
+//! `seed-schedules`: turn each task's `tgc.candidates` into a seed plan (`tgc.seed_plan`)
+//! with the policy of [`crate::seeding::plan`].
+
+use crate::annotate_cache::CANDIDATES_ATTR;
+use crate::pass::{OptionKind, OptionSpec, Pass, PassError, PassInfo, PassOptions};
+use crate::seeding::{plan, CandidateRef, SeedPolicy};
+use tgc_ir::Module;
+
+pub const SEED_PLAN_ATTR: &str = "tgc.seed_plan";
+
+pub static INFO: PassInfo = PassInfo {
+    name: "seed-schedules",
+    summary: "Turn each task's cached candidates into a seed plan (tgc.seed_plan) for the tuner",
+    options: &[
+        OptionSpec {
+            name: "trials",
+            kind: OptionKind::Int,
+            default: "64",
+            help: "measured candidates per task, seeds included",
+        },
+        OptionSpec {
+            name: "max-seeds",
+            kind: OptionKind::Int,
+            default: "16",
+            help: "most seeds in the first batch",
+        },
+        OptionSpec {
+            name: "tolerance",
+            kind: OptionKind::Float,
+            default: "0.05",
+            help: "relative re-measure tolerance that makes an exact hit final",
+        },
+        OptionSpec {
+            name: "patience",
+            kind: OptionKind::Int,
+            default: "3",
+            help: "search rounds without improvement before stopping (0: never)",
+        },
+    ],
+    create: |o: &PassOptions| {
+        let (trials, max_seeds, patience) =
+            (o.int("trials"), o.int("max-seeds"), o.int("patience"));
+        let tolerance = match o.get("tolerance") {
+            Some(crate::OptionValue::Float(t)) => *t,
+            _ => 0.05,
+        };
+        if trials < 1 || max_seeds < 0 || patience < 0 || !(0.0..=10.0).contains(&tolerance) {
+            return Err(format!(
+                "pass 'seed-schedules' needs trials >= 1, max-seeds >= 0, patience >= 0 and 0 <= tolerance <= 10, got trials={trials} max-seeds={max_seeds} patience={patience} tolerance={tolerance}"
+            ));
+        }
+        Ok(Box::new(SeedSchedules(SeedPolicy {
+            trials,
+            max_seeds: max_seeds as usize,
+            tolerance,
+            patience,
+        })))
+    },
+};
+
+pub struct SeedSchedules(pub SeedPolicy);
+
+impl Pass for SeedSchedules {
+    fn info(&self) -> &'static PassInfo {
+        &INFO
+    }
+
+    fn run(&self, module: &mut Module) -> Result<(), PassError> {
+        for f in module.functions.values_mut().filter(|f| f.is_primitive()) {
+            let candidates = match f.attrs.get(CANDIDATES_ATTR) {
+                None => Vec::new(),
+                Some(a) => a
+                    .as_list()
+                    .ok_or_else(|| {
+                        PassError(format!("@{}: {CANDIDATES_ATTR} must be a list", f.name))
+                    })?
+                    .iter()
+                    .map(CandidateRef::from_attr)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| PassError(format!("@{}: {CANDIDATES_ATTR}: {e}", f.name)))?,
+            };
+            let p = plan(&candidates, &self.0);
+            f.attrs.insert(SEED_PLAN_ATTR.into(), p.to_attr());
+        }
+        Ok(())
+    }
+}
+
+/// The seed plan of a task, if seed-schedules ran.
+pub fn seed_plan(f: &tgc_ir::Function) -> Result<Option<crate::seeding::SeedPlan>, String> {
+    f.attrs
+        .get(SEED_PLAN_ATTR)
+        .map(crate::seeding::SeedPlan::from_attr)
+        .transpose()
+}

@@ -1,0 +1,313 @@
+//! Seeding: from cached candidates to a seed plan per task.
+//!
+//! `annotate-cache` looks every task up in the cache and attaches the ranked candidates
+//! (`tgc.candidates`); `seed-schedules` turns them into a plan (`tgc.seed_plan`) that the TVM
+//! bridge executes: which traces to measure first, from which tier, with what budget, and
+//! the cached latency an exact hit must re-measure within. Both live in the IR as
+//! attributes, so a plan can be printed, checked by FileCheck and edited by hand.
+//!
+//! The policy ([`plan`]):
+//! - exact hits: seed with them, best first; if the best re-measures within `tolerance` of its
+//!   cached latency the task is done without search (the bridge checks);
+//! - otherwise structural neighbours: their traces replay with tile repair;
+//! - otherwise family hits: anchor-trace transfer;
+//! - otherwise no seeds: a plain search.
+//!
+//! Seeds come from the best tier only, up to `max_seeds`, because a worse tier's traces
+//! only dilute the first batch when a better tier exists. Every plan has the same trial
+//! budget: seeding wins time by stopping early (exact hit, or patience), not by starving
+//! the search.
+
+use tgc_ir::{Attr, Attrs};
+
+/// One cached candidate as annotate-cache records it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CandidateRef {
+    /// `exact`, `tvm-hash`, `structural` or `family`.
+    pub tier: String,
+    /// The trace's digest in the cache (hex).
+    pub trace: String,
+    /// Mean latency of the trace on its source task, seconds.
+    pub latency_s: f64,
+    /// Feature distance to the source task (0 for exact tiers).
+    pub distance: f64,
+    /// `model/task` the record was measured on.
+    pub source: String,
+}
+
+impl CandidateRef {
+    pub fn to_attr(&self) -> Attr {
+        let mut d = Attrs::new();
+        d.insert("tier".into(), Attr::str(&self.tier));
+        d.insert("trace".into(), Attr::str(&self.trace));
+        d.insert("latency_s".into(), Attr::Float(self.latency_s));
+        d.insert("distance".into(), Attr::Float(self.distance));
+        d.insert("source".into(), Attr::str(&self.source));
+        Attr::Dict(d)
+    }
+
+    pub fn from_attr(a: &Attr) -> Result<CandidateRef, String> {
+        let d = a.as_dict().ok_or("a candidate must be a dictionary")?;
+        let s = |k: &str| {
+            d.get(k)
+                .and_then(Attr::as_str)
+                .map(str::to_string)
+                .ok_or(format!("candidate has no string '{k}'"))
+        };
+        let f = |k: &str| {
+            d.get(k)
+                .and_then(Attr::as_float)
+                .ok_or(format!("candidate has no number '{k}'"))
+        };
+        Ok(CandidateRef {
+            tier: s("tier")?,
+            trace: s("trace")?,
+            latency_s: f("latency_s")?,
+            distance: f("distance")?,
+            source: s("source")?,
+        })
+    }
+}
+
+/// The knobs of the seed policy (explicit, named, with defaults; nothing buried in loops).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeedPolicy {
+    /// Measured candidates per task, seeds included.
+    pub trials: i64,
+    /// Most seeds measured in the first batch.
+    pub max_seeds: usize,
+    /// An exact hit ends the task when it re-measures within this relative tolerance.
+    pub tolerance: f64,
+    /// Search rounds without improvement before a task stops early.
+    pub patience: i64,
+}
+
+impl Default for SeedPolicy {
+    fn default() -> Self {
+        SeedPolicy {
+            trials: 64,
+            max_seeds: 16,
+            tolerance: 0.05,
+            patience: 3,
+        }
+    }
+}
+
+/// What the bridge does for one task.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeedPlan {
+    /// The tier the seeds come from; `none` for a plain search.
+    pub tier: String,
+    /// Trace digests, best first.
+    pub seeds: Vec<String>,
+    pub trials: i64,
+    pub patience: i64,
+    pub tolerance: f64,
+    /// The best exact hit's cached latency: the bar for finishing without search.
+    pub cached_latency_s: Option<f64>,
+}
+
+fn tier_rank(tier: &str) -> u8 {
+    match tier {
+        "exact" => 0,
+        "tvm-hash" => 1,
+        "structural" => 2,
+        "family" => 3,
+        _ => 4,
+    }
+}
+
+/// The seed plan for a task with these candidates (ranked best first within each tier).
+pub fn plan(candidates: &[CandidateRef], policy: &SeedPolicy) -> SeedPlan {
+    let best_tier = candidates.iter().map(|c| tier_rank(&c.tier)).min();
+    let chosen: Vec<&CandidateRef> = match best_tier {
+        Some(t) if t < 4 => candidates
+            .iter()
+            .filter(|c| tier_rank(&c.tier) == t)
+            .take(policy.max_seeds)
+            .collect(),
+        _ => Vec::new(),
+    };
+    let tier = chosen
+        .first()
+        .map_or("none".to_string(), |c| c.tier.clone());
+    let exact = matches!(tier.as_str(), "exact" | "tvm-hash");
+    let cached_latency_s = if exact {
+        chosen
+            .iter()
+            .map(|c| c.latency_s)
+            .min_by(|a, b| a.total_cmp(b))
+    } else {
+        None
+    };
+    SeedPlan {
+        tier,
+        seeds: chosen.iter().map(|c| c.trace.clone()).collect(),
+        trials: policy.trials,
+        patience: policy.patience,
+        tolerance: policy.tolerance,
+        cached_latency_s,
+    }
+}
+
+impl SeedPlan {
+    pub fn to_attr(&self) -> Attr {
+        let mut d = Attrs::new();
+        d.insert("tier".into(), Attr::str(&self.tier));
+        d.insert(
+            "seeds".into(),
+            Attr::List(self.seeds.iter().map(Attr::str).collect()),
+        );
+        d.insert("trials".into(), Attr::Int(self.trials));
+        d.insert("patience".into(), Attr::Int(self.patience));
+        d.insert("tolerance".into(), Attr::Float(self.tolerance));
+        if let Some(l) = self.cached_latency_s {
+            d.insert("cached_latency_s".into(), Attr::Float(l));
+        }
+        Attr::Dict(d)
+    }
+
+    pub fn from_attr(a: &Attr) -> Result<SeedPlan, String> {
+        let d = a.as_dict().ok_or("a seed plan must be a dictionary")?;
+        let tier = d
+            .get("tier")
+            .and_then(Attr::as_str)
+            .ok_or("seed plan has no 'tier'")?
+            .to_string();
+        let seeds = d
+            .get("seeds")
+            .and_then(Attr::as_list)
+            .ok_or("seed plan has no 'seeds' list")?
+            .iter()
+            .map(|s| {
+                s.as_str()
+                    .map(str::to_string)
+                    .ok_or("a seed must be a trace digest string")
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let int = |k: &str| {
+            d.get(k)
+                .and_then(Attr::as_int)
+                .ok_or(format!("seed plan has no integer '{k}'"))
+        };
+        Ok(SeedPlan {
+            tier,
+            seeds,
+            trials: int("trials")?,
+            patience: int("patience")?,
+            tolerance: d
+                .get("tolerance")
+                .and_then(Attr::as_float)
+                .ok_or("seed plan has no 'tolerance'")?,
+            cached_latency_s: d.get("cached_latency_s").and_then(Attr::as_float),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cand(tier: &str, trace: &str, latency_s: f64) -> CandidateRef {
+        CandidateRef {
+            tier: tier.into(),
+            trace: trace.into(),
+            latency_s,
+            distance: 0.0,
+            source: "m/t".into(),
+        }
+    }
+
+    #[test]
+    fn exact_hits_win_and_set_the_bar() {
+        let c = [
+            cand("exact", "a", 2e-4),
+            cand("exact", "b", 1e-4),
+            cand("structural", "c", 5e-5),
+        ];
+        let p = plan(&c, &SeedPolicy::default());
+        assert_eq!(p.tier, "exact");
+        assert_eq!(p.seeds, vec!["a", "b"]);
+        assert_eq!(p.cached_latency_s, Some(1e-4));
+    }
+
+    #[test]
+    fn structural_neighbours_when_no_exact_hit() {
+        let c = [
+            cand("structural", "s1", 1e-3),
+            cand("structural", "s2", 2e-3),
+            cand("family", "f", 1e-4),
+        ];
+        let p = plan(&c, &SeedPolicy::default());
+        assert_eq!(p.tier, "structural");
+        assert_eq!(p.seeds, vec!["s1", "s2"]);
+        assert_eq!(
+            p.cached_latency_s, None,
+            "neighbours' latencies are of other tasks"
+        );
+    }
+
+    #[test]
+    fn family_hits_last_and_plain_search_without_candidates() {
+        let p = plan(&[cand("family", "f", 1e-4)], &SeedPolicy::default());
+        assert_eq!((p.tier.as_str(), p.seeds.len()), ("family", 1));
+        let none = plan(&[], &SeedPolicy::default());
+        assert_eq!(none.tier, "none");
+        assert!(none.seeds.is_empty());
+        assert_eq!(none.trials, 64);
+    }
+
+    #[test]
+    fn seeds_are_capped() {
+        let c: Vec<CandidateRef> = (0..40)
+            .map(|i| cand("exact", &format!("t{i}"), 1e-4 + i as f64 * 1e-6))
+            .collect();
+        let p = plan(
+            &c,
+            &SeedPolicy {
+                max_seeds: 5,
+                ..SeedPolicy::default()
+            },
+        );
+        assert_eq!(p.seeds, vec!["t0", "t1", "t2", "t3", "t4"]);
+    }
+
+    #[test]
+    fn tvm_hash_hits_count_as_exact() {
+        let p = plan(
+            &[cand("tvm-hash", "h", 3e-5), cand("family", "f", 1e-5)],
+            &SeedPolicy::default(),
+        );
+        assert_eq!(p.tier, "tvm-hash");
+        assert_eq!(p.cached_latency_s, Some(3e-5));
+    }
+
+    #[test]
+    fn plans_and_candidates_round_trip_through_attributes() {
+        let p = plan(&[cand("exact", "a", 1e-4)], &SeedPolicy::default());
+        assert_eq!(SeedPlan::from_attr(&p.to_attr()).unwrap(), p);
+        let c = cand("family", "z", 2.5e-3);
+        assert_eq!(CandidateRef::from_attr(&c.to_attr()).unwrap(), c);
+        assert!(SeedPlan::from_attr(&Attr::Int(1)).is_err());
+    }
+}
+
+/// A target from its command-line spelling: `llvm` (this machine's cores), `cuda` (an H100/
+/// H200-class GPU, sm_90), or a JSON config as `tvm.target.Target` takes it.
+pub fn resolve_target(text: &str) -> Result<serde_json::Value, String> {
+    match text.trim() {
+        "llvm" => {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            Ok(serde_json::json!({ "kind": "llvm", "num-cores": cores }))
+        }
+        "cuda" => Ok(serde_json::json!({ "kind": "cuda", "arch": "sm_90" })),
+        json => {
+            let v: serde_json::Value = serde_json::from_str(json)
+                .map_err(|e| format!("target '{json}' is not llvm, cuda or a JSON config ({e})"))?;
+            if v.get("kind").and_then(|k| k.as_str()).is_none() {
+                return Err(format!("target '{json}' has no string \"kind\""));
+            }
+            Ok(v)
+        }
+    }
+}
