@@ -63,9 +63,10 @@ pub fn build_pipeline(text: &str, pm: &mut PassManager) -> Result<(), PipelinePa
         let info = lookup(&element.name).ok_or_else(|| PipelineParseError {
             column: element.column,
             message: format!(
-                "unknown pass '{}'; valid passes: {}",
+                "unknown pass '{}'; valid passes: {}; named pipelines: {}",
                 element.name,
-                pass_names()
+                pass_names(),
+                NAMED_PIPELINES.iter().map(|(n, _, _)| *n).collect::<Vec<_>>().join(", ")
             ),
         })?;
         let options =
