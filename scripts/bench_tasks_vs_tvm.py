@@ -9,7 +9,8 @@ tgc: the whole `tgc tasks MODEL --json` process (read, import, verify, partition
 canonicalize, print), median of --runs runs. TVM: in one process with TVM already imported,
 `from_onnx`, then DecomposeOpsForInference, LegalizeOps, AnnotateTIROpPattern, FoldConstant,
 FuseOps, FuseTIR, then `extract_tasks` for llvm; median of 3 runs. Prints one row per model
-and the ratio TVM / tgc.
+and the ratio TVM / tgc, then the same for import alone on DenseNet-121 (`tgc import`
+against `from_onnx`).
 """
 
 import argparse
@@ -69,6 +70,29 @@ def time_tvm(model: pathlib.Path, shape, runs: int = 3) -> tuple[float, int]:
     return statistics.median(samples), count
 
 
+def time_tgc_import(model: pathlib.Path, runs: int) -> float:
+    tgc = ROOT / "target" / "release" / "tgc"
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([str(tgc), "import", str(model), "-o", "/dev/null"], check=True)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def time_tvm_import(model: pathlib.Path, shape, runs: int = 5) -> float:
+    import onnx
+    from tvm.relax.frontend.onnx import from_onnx
+
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        proto = onnx.load(str(model))
+        from_onnx(proto, shape_dict={"input": shape}, keep_params_in_input=False)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=30)
@@ -79,6 +103,13 @@ def main() -> int:
         ours = time_tgc(path, args.runs)
         theirs, count = time_tvm(path, shape)
         print(f"{name:<20} {ours * 1e3:>15.2f} {theirs * 1e3:>18.1f} {count:>10} {theirs / ours:>7.0f}x")
+    # Import alone (issue 3): the whole `tgc import` process against TVM's from_onnx
+    # (file read and parse included on both sides).
+    dense = ROOT / "models" / "keras-densenet121.onnx"
+    ours = time_tgc_import(dense, args.runs)
+    theirs = time_tvm_import(dense, MODELS["keras-densenet121"])
+    print(f"\nimport keras-densenet121: tgc {ours * 1e3:.2f} ms, TVM from_onnx {theirs * 1e3:.1f} ms, "
+          f"ratio {theirs / ours:.0f}x")
     return 0
 
 

@@ -6,3 +6,4 @@ mod errors;
 mod models;
 mod ops;
 mod regressions;
+mod snapshots;
