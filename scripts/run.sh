@@ -9,7 +9,6 @@
 # 4 trials each. Set TGC_RUN_ARGS to change it (e.g. "--trials-per-task 64").
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/deps.sh >/dev/null
 TGC_PYTHON="${TGC_PYTHON:-$(bash tvm/python/bootstrap.sh | tail -n 1)}"
 export TGC_PYTHON
 cargo build --release --locked -q -p tgc-cli
