@@ -13,7 +13,8 @@
 //! - otherwise family hits: anchor-trace transfer;
 //! - otherwise no seeds: a plain search.
 //!
-//! Seeds come from the best tier only, up to `max_seeds`, because a worse tier's traces
+//! Seeds come from the best tier only, up to `max_seeds` (`max_exact_seeds` for exact hits:
+//! the best one decides), because a worse tier's traces
 //! only dilute the first batch when a better tier exists. Every plan has the same trial
 //! budget: seeding wins time by stopping early (exact hit, or patience), not by starving
 //! the search.
@@ -76,6 +77,9 @@ pub struct SeedPolicy {
     pub trials: i64,
     /// Most seeds measured in the first batch.
     pub max_seeds: usize,
+    /// Most exact hits measured: the best one re-measured within tolerance ends the task,
+    /// the runner-up covers a best one that no longer replays.
+    pub max_exact_seeds: usize,
     /// An exact hit ends the task when it re-measures within this relative tolerance.
     pub tolerance: f64,
     /// Search rounds without improvement before a task stops early.
@@ -87,6 +91,7 @@ impl Default for SeedPolicy {
         SeedPolicy {
             trials: 64,
             max_seeds: 16,
+            max_exact_seeds: 2,
             tolerance: 0.05,
             patience: 3,
         }
