@@ -35,9 +35,10 @@ fn tune(dir: &Path, report: &str) -> Value {
             "--population",
             "32",
         ])
-        // Re-measuring a ~50 us kernel on a shared 2-core machine varies by more than the
-        // default 5%; the exact-hit rule itself is what is tested here.
-        .args(["--tolerance", "0.5"])
+        // Re-measuring a ~50 us kernel on a shared, loaded 2-core machine varied by up to
+        // 2.2x between the two runs here; the exact-hit mechanism is what is tested, not
+        // the machine's noise, so the bar is generous.
+        .args(["--tolerance", "3"])
         .arg("--report")
         .arg(dir.join(report))
         .arg("--work-dir")

@@ -126,11 +126,19 @@ fn tier_rank(tier: &str) -> u8 {
 pub fn plan(candidates: &[CandidateRef], policy: &SeedPolicy) -> SeedPlan {
     let best_tier = candidates.iter().map(|c| tier_rank(&c.tier)).min();
     let chosen: Vec<&CandidateRef> = match best_tier {
-        Some(t) if t < 4 => candidates
-            .iter()
-            .filter(|c| tier_rank(&c.tier) == t)
-            .take(policy.max_seeds)
-            .collect(),
+        Some(t) if t < 4 => {
+            // Exact tiers: the best hit decides, the runner-up covers one that fails.
+            let cap = if t <= 1 {
+                policy.max_exact_seeds.min(policy.max_seeds)
+            } else {
+                policy.max_seeds
+            };
+            candidates
+                .iter()
+                .filter(|c| tier_rank(&c.tier) == t)
+                .take(cap)
+                .collect()
+        }
         _ => Vec::new(),
     };
     let tier = chosen
@@ -228,11 +236,16 @@ mod tests {
         let c = [
             cand("exact", "a", 2e-4),
             cand("exact", "b", 1e-4),
+            cand("exact", "x", 3e-4),
             cand("structural", "c", 5e-5),
         ];
         let p = plan(&c, &SeedPolicy::default());
         assert_eq!(p.tier, "exact");
-        assert_eq!(p.seeds, vec!["a", "b"]);
+        assert_eq!(
+            p.seeds,
+            vec!["a", "b"],
+            "at most two exact hits are measured"
+        );
         assert_eq!(p.cached_latency_s, Some(1e-4));
     }
 
@@ -265,7 +278,7 @@ mod tests {
     #[test]
     fn seeds_are_capped() {
         let c: Vec<CandidateRef> = (0..40)
-            .map(|i| cand("exact", &format!("t{i}"), 1e-4 + i as f64 * 1e-6))
+            .map(|i| cand("structural", &format!("t{i}"), 1e-4 + i as f64 * 1e-6))
             .collect();
         let p = plan(
             &c,
