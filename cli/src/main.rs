@@ -6,7 +6,10 @@
 mod import;
 mod input;
 mod opt;
+mod plot;
+mod similarity;
 mod tasks;
+mod zoo;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -32,6 +35,10 @@ enum Command {
     Import(import::ImportArgs),
     /// Partition a model into tuning tasks and list each distinct task with its keys.
     Tasks(tasks::TasksArgs),
+    /// Compare the tasks of several models: census, coverage matrix, structural neighbours.
+    Similarity(similarity::SimilarityArgs),
+    /// Write a built-in model (the TGC paper's CNNs, a BERT encoder) as text IR or ONNX.
+    Zoo(zoo::ZooArgs),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +72,8 @@ fn main() -> ExitCode {
         Command::Opt(args) => opt::run(args),
         Command::Import(args) => import::run(args),
         Command::Tasks(args) => tasks::run(args),
+        Command::Similarity(args) => similarity::run(args),
+        Command::Zoo(args) => zoo::run(args),
         Command::Passes => {
             print!(
                 "Registered passes (use in --passes as name{{option=value ...}}):\n{}",

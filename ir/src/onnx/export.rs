@@ -13,6 +13,12 @@
 //!   initializers named after the node's result;
 //! - the results of `@main` are the graph outputs.
 //!
+//! The `onnx-protobuf` messages follow proto3, which does not write a scalar field holding
+//! zero. A reader of ONNX's proto2 schema (the `onnx` Python package, so TVM) then sees an
+//! INT attribute without a value and rejects it. So a zero int attribute is left out where
+//! ONNX's default is 0 (`ceil_mode`, `count_include_pad`, Gather's `axis`), an axis 0 is
+//! written as its negative equivalent, and `keepdims = 0` or a zero float attribute is refused.
+//!
 //! Only what ONNX can say is accepted: NCHW/OIHW layouts, no `out_dtype`, no calls between
 //! functions (export before `partition`). Anything else is an [`ExportError`] naming the module
 //! and the binding.
@@ -214,7 +220,7 @@ fn export_binding(f: &Function, b: &Binding, index: usize, graph: &mut GraphProt
             out.push(a_ints("kernel_shape", &ints(&attrs, "pool_size")?));
             out.push(a_ints("strides", &ints(&attrs, "strides")?));
             out.push(a_ints("pads", &pads(&attrs, "padding")?));
-            out.push(a_int("ceil_mode", boolean(&attrs, "ceil_mode")? as i64));
+            push_default_zero(&mut out, "ceil_mode", boolean(&attrs, "ceil_mode")? as i64);
             let dilation = ints(&attrs, "dilation")?;
             if name == "nn.avg_pool2d" {
                 if dilation != [1, 1] {
@@ -223,7 +229,7 @@ fn export_binding(f: &Function, b: &Binding, index: usize, graph: &mut GraphProt
                     ));
                 }
                 let include = boolean(&attrs, "count_include_pad")?;
-                out.push(a_int("count_include_pad", include as i64));
+                push_default_zero(&mut out, "count_include_pad", include as i64);
             } else {
                 out.push(a_ints("dilations", &dilation));
             }
@@ -235,7 +241,10 @@ fn export_binding(f: &Function, b: &Binding, index: usize, graph: &mut GraphProt
                     .ok_or("attribute 'axis' is not a list of ints")?,
                 None => (0..data.rank() as i64).collect(),
             };
-            out.push(a_int("keepdims", boolean(&attrs, "keepdims")? as i64));
+            if !boolean(&attrs, "keepdims")? {
+                // ONNX's default is 1, and a 0 would not be written (see the module docs).
+                return Err("'keepdims = false' cannot be exported".into());
+            }
             if name == "sum" {
                 // ReduceSum takes its axes as an input from opset 13 on.
                 inputs.push(extra("axes", i64_tensor(&[axes.len() as i64], &axes)));
@@ -273,8 +282,12 @@ fn export_binding(f: &Function, b: &Binding, index: usize, graph: &mut GraphProt
                 ));
             }
         }
-        "concat" => out.push(a_int("axis", int(&attrs, "axis")?)),
-        "nn.softmax" | "nn.log_softmax" => out.push(a_int("axis", int(&attrs, "axis")?)),
+        "concat" | "nn.softmax" | "nn.log_softmax" => {
+            out.push(a_int(
+                "axis",
+                nonzero_axis(int(&attrs, "axis")?, data.rank()),
+            ));
+        }
         "nn.layer_norm" => {
             let axes = ints(&attrs, "axes")?;
             let rank = data.rank() as i64;
@@ -291,15 +304,19 @@ fn export_binding(f: &Function, b: &Binding, index: usize, graph: &mut GraphProt
             if !boolean(&attrs, "center")? || !boolean(&attrs, "scale")? {
                 return Err("LayerNormalization always centers and scales".into());
             }
-            out.push(a_int("axis", first));
-            out.push(a_float("epsilon", float(&attrs, "epsilon")? as f32));
+            out.push(a_int("axis", nonzero_axis(first, data.rank())));
+            let eps = float(&attrs, "epsilon")? as f32;
+            if eps == 0.0 {
+                return Err("'epsilon = 0' cannot be exported (see the module docs)".into());
+            }
+            out.push(a_float("epsilon", eps));
         }
         "take" => {
             let axis = attrs
                 .get("axis")
                 .and_then(Attr::as_int)
                 .ok_or("'take' without an axis (flattened data) has no ONNX Gather")?;
-            out.push(a_int("axis", axis));
+            push_default_zero(&mut out, "axis", axis);
         }
         "astype" => {
             let dtype = attrs
@@ -463,6 +480,22 @@ fn attr(name: &str, kind: AttributeType) -> AttributeProto {
     a
 }
 
+/// An int attribute whose ONNX default is 0: left out when it is 0.
+fn push_default_zero(out: &mut Vec<AttributeProto>, name: &str, v: i64) {
+    if v != 0 {
+        out.push(a_int(name, v));
+    }
+}
+
+/// Axis 0 as its negative equivalent, so that it survives encoding.
+fn nonzero_axis(axis: i64, rank: usize) -> i64 {
+    if axis == 0 {
+        -(rank as i64)
+    } else {
+        axis
+    }
+}
+
 fn a_int(name: &str, v: i64) -> AttributeProto {
     let mut a = attr(name, AttributeType::INT);
     a.i = v;
@@ -548,6 +581,35 @@ mod tests {
 }"#,
         );
         assert_eq!(bodies(&back), bodies(&m));
+    }
+
+    /// proto3 drops a zero scalar, which proto2 readers (TVM) then reject: none is written.
+    #[test]
+    fn no_int_attribute_holds_zero() {
+        let (m, back) = roundtrip(
+            r#"module @m {
+  func @main(%x: tensor<2x3xf32>, %t: tensor<4x3xf32>, %i: tensor<2xi64>) -> tensor<6x3xf32> {
+    %0 = concat(%x, %x, %x) {axis = 0} : tensor<6x3xf32>
+    %1 = take(%t, %i) {axis = 0} : tensor<2x3xf32>
+    %2 = nn.softmax(%0) {axis = 0} : tensor<6x3xf32>
+    return %2
+  }
+}"#,
+        );
+        // The frontend normalizes Concat's -2 back to 0 (it keeps Softmax's axis as given).
+        assert!(
+            bodies(&back)[0].contains("\"axis\": Int(0)"),
+            "{:?}",
+            bodies(&back)
+        );
+        let model = export_model(&m).expect("exports");
+        for node in &model.graph.node {
+            for a in &node.attribute {
+                if a.type_.enum_value() == Ok(AttributeType::INT) {
+                    assert_ne!(a.i, 0, "{} of {}", a.name, node.op_type);
+                }
+            }
+        }
     }
 
     #[test]
