@@ -1,0 +1,121 @@
+//! The model zoo against the outside world: every zoo model exported as ONNX imports into
+//! TVM 0.27 (`relax.frontend.onnx.from_onnx`, the pinned venv found through `$TGC_PYTHON` or
+//! `tvm/python/bootstrap.sh`) with our output types, and our own frontend reads it back to a
+//! module with exactly the zoo module's task table. Plus a snapshot of the zoo's census.
+
+use serde_json::Value;
+use std::path::PathBuf;
+use tgc_canonicalize::similarity::{ModelTasks, Study};
+use tgc_canonicalize::{extract_tasks, Level, TaskKey};
+use tgc_ir::Module;
+use tgc_passes::{Instrumentation, PassManager};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn partitioned(mut m: Module) -> Module {
+    let mut pm = PassManager::new(Instrumentation::default());
+    tgc_pipelines::build_pipeline("partition", &mut pm).expect("pipeline");
+    pm.run(&mut m, &mut std::io::sink()).expect("partition runs");
+    m
+}
+
+/// (exact key, occurrences) per task, sorted by key: the frontend emits bindings in the
+/// order TVM's frontend does (`onnx::order`), so tasks may first appear in another order.
+fn task_table(m: Module) -> Vec<(TaskKey, usize)> {
+    let mut table: Vec<(TaskKey, usize)> = extract_tasks(&partitioned(m))
+        .iter()
+        .map(|t| (t.keys.exact, t.occurrences))
+        .collect();
+    table.sort();
+    table
+}
+
+fn zoo() -> Vec<(&'static str, Module)> {
+    tgc_zoo::MODELS
+        .iter()
+        .map(|z| (z.name, z.build().expect("zoo model builds")))
+        .collect()
+}
+
+/// The pinned TVM venv's python: `$TGC_PYTHON`, else what `tvm/python/bootstrap.sh` prints.
+fn tvm_python() -> PathBuf {
+    if let Ok(p) = std::env::var("TGC_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let out = std::process::Command::new("bash")
+        .arg(root().join("tvm/python/bootstrap.sh"))
+        .output()
+        .expect("bash runs");
+    assert!(
+        out.status.success(),
+        "bootstrap.sh failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    PathBuf::from(stdout.lines().last().expect("a python path").trim())
+}
+
+#[test]
+fn zoo_onnx_imports_into_tvm_and_back_into_tgc() {
+    let dir = std::env::temp_dir().join(format!("tgc-zoo-onnx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let models = zoo();
+    let mut files = Vec::new();
+    for (name, m) in &models {
+        let bytes = tgc_ir::onnx::export_module(m).unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.join(format!("{name}.onnx"));
+        std::fs::write(&path, &bytes).expect("write");
+        // Our frontend: the same tasks, the same number of times.
+        let back = tgc_ir::onnx::import_bytes(&bytes, name, &[]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            task_table(back),
+            task_table(m.clone()),
+            "{name}: task table after an ONNX round trip"
+        );
+        files.push(path);
+    }
+
+    // TVM: one process over every file.
+    let out = std::process::Command::new(tvm_python())
+        .args(["-m", "tgc_tvm_ref.import_check"])
+        .args(&files)
+        .env("PYTHONPATH", root().join("tvm/python"))
+        .output()
+        .expect("the TVM python runs");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "import_check printed no JSON ({e}); stderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let results = report["models"].as_array().expect("models");
+    assert_eq!(results.len(), models.len());
+    for ((name, m), r) in models.iter().zip(results) {
+        assert_eq!(r["ok"], Value::Bool(true), "{name}: TVM import failed: {}", r["error"]);
+        let ours = &m.function("main").expect("main").result_types()[0];
+        assert_eq!(
+            r["outputs"][0]["shape"],
+            serde_json::json!(ours.shape.as_slice()),
+            "{name}: output shape in TVM"
+        );
+        assert_eq!(
+            r["num_params"].as_u64(),
+            Some(m.function("main").expect("main").params.len() as u64),
+            "{name}: TVM keeps every weight a parameter"
+        );
+    }
+    assert!(out.status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn zoo_census() {
+    let models: Vec<ModelTasks> = zoo()
+        .into_iter()
+        .map(|(name, m)| ModelTasks::new(name, extract_tasks(&partitioned(m))))
+        .collect();
+    let study = Study::new(&models, Level::Structural);
+    insta::assert_snapshot!(study.census_markdown());
+}
