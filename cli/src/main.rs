@@ -60,10 +60,17 @@ fn main() -> ExitCode {
                 };
             }
             let rendered = e.render().to_string();
-            let first = rendered
-                .lines()
+            let mut lines = rendered.lines().filter(|l| !l.trim().is_empty());
+            let mut first = lines
                 .next()
-                .unwrap_or("error: invalid arguments");
+                .unwrap_or("error: invalid arguments")
+                .to_string();
+            // "the following required arguments were not provided:" names them on the next line.
+            if first.ends_with(':') {
+                if let Some(next) = lines.next() {
+                    first = format!("{first} {}", next.trim());
+                }
+            }
             eprintln!("{first} (see 'tgc --help')");
             return ExitCode::FAILURE;
         }
