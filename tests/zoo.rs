@@ -17,7 +17,8 @@ fn root() -> PathBuf {
 fn partitioned(mut m: Module) -> Module {
     let mut pm = PassManager::new(Instrumentation::default());
     tgc_pipelines::build_pipeline("partition", &mut pm).expect("pipeline");
-    pm.run(&mut m, &mut std::io::sink()).expect("partition runs");
+    pm.run(&mut m, &mut std::io::sink())
+        .expect("partition runs");
     m
 }
 
@@ -93,7 +94,12 @@ fn zoo_onnx_imports_into_tvm_and_back_into_tgc() {
     let results = report["models"].as_array().expect("models");
     assert_eq!(results.len(), models.len());
     for ((name, m), r) in models.iter().zip(results) {
-        assert_eq!(r["ok"], Value::Bool(true), "{name}: TVM import failed: {}", r["error"]);
+        assert_eq!(
+            r["ok"],
+            Value::Bool(true),
+            "{name}: TVM import failed: {}",
+            r["error"]
+        );
         let ours = &m.function("main").expect("main").result_types()[0];
         assert_eq!(
             r["outputs"][0]["shape"],
