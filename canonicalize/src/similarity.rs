@@ -120,6 +120,9 @@ pub struct Coverage {
     pub models: Vec<String>,
     /// `matrix[r][c]`: fraction of model `r`'s occurrences whose key occurs in model `c`.
     pub matrix: Vec<Vec<f64>>,
+    /// Per model, the fraction of its occurrences whose key occurs in any other model of the
+    /// study (leave-one-out: what a cache filled by tuning all the others serves).
+    pub by_others: Vec<f64>,
 }
 
 impl Coverage {
@@ -136,10 +139,24 @@ impl Coverage {
                     .collect()
             })
             .collect();
+        let by_others = models
+            .iter()
+            .enumerate()
+            .map(|(r, row)| {
+                let others: HashSet<TaskKey> = keys
+                    .iter()
+                    .enumerate()
+                    .filter(|(c, _)| *c != r)
+                    .flat_map(|(_, k)| k.iter().copied())
+                    .collect();
+                covered_fraction(row, &others, level)
+            })
+            .collect();
         Coverage {
             level,
             models: models.iter().map(|m| m.name.clone()).collect(),
             matrix,
+            by_others,
         }
     }
 
@@ -322,21 +339,23 @@ impl Study {
         out
     }
 
-    /// The coverage matrix as a Markdown table (rows: covered model, columns: covering model).
+    /// The coverage matrix as a Markdown table (rows: covered model, columns: covering model,
+    /// then `others`: covered by all other models together).
     pub fn coverage_markdown(&self) -> String {
         let mut out = format!("| {} coverage |", self.level.name());
         for name in &self.models {
             let _ = write!(out, " {name} |");
         }
-        out.push_str("\n|---|");
-        out.push_str(&"---:|".repeat(self.models.len()));
+        out.push_str(" others |\n|---|");
+        out.push_str(&"---:|".repeat(self.models.len() + 1));
         out.push('\n');
-        for (name, row) in self.models.iter().zip(&self.coverage.matrix) {
+        let rows = self.models.iter().zip(&self.coverage.matrix);
+        for ((name, row), others) in rows.zip(&self.coverage.by_others) {
             let _ = write!(out, "| {name} |");
             for v in row {
                 let _ = write!(out, " {v:.3} |");
             }
-            out.push('\n');
+            let _ = writeln!(out, " {others:.3} |");
         }
         out
     }

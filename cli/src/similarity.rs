@@ -43,7 +43,8 @@ pub struct SimilarityArgs {
     /// Print JSON (schema `tgc.similarity/1`).
     #[arg(long, conflicts_with = "csv")]
     json: bool,
-    /// Print CSV rows `table,level,model,column,value`.
+    /// Print CSV rows `table,level,model,column,value` (tables: census, coverage,
+    /// coverage_by_others, neighbours).
     #[arg(long)]
     csv: bool,
     /// Also draw the coverage heatmap and the census bar chart to FILE (`.svg` or `.png`).
@@ -174,6 +175,7 @@ fn to_json(study: &Study, sources: &[String]) -> Value {
             "level": study.coverage.level.name(),
             "models": study.coverage.models,
             "matrix": study.coverage.matrix,
+            "by_others": study.coverage.by_others,
         },
         "neighbours": study.neighbours.iter().chain([&study.pooled])
             .map(neighbours_json).collect::<Vec<_>>(),
@@ -223,6 +225,9 @@ fn to_csv(study: &Study) -> String {
         for (other, v) in study.models.iter().zip(values) {
             row("coverage", level, name, other, format!("{v:.6}"));
         }
+    }
+    for (name, v) in study.models.iter().zip(&study.coverage.by_others) {
+        row("coverage_by_others", level, name, "", format!("{v:.6}"));
     }
     for n in study.neighbours.iter().chain([&study.pooled]) {
         let scope = &n.scope;

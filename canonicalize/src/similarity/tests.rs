@@ -81,7 +81,21 @@ fn coverage_weights_by_occurrences_and_is_not_symmetric() {
     let c = Coverage::of(&[x.clone(), y.clone()], Level::Exact);
     assert_eq!(c.models, ["x", "y"]);
     assert_eq!(c.matrix, vec![vec![1.0, 0.75], vec![0.5, 1.0]]);
+    assert_eq!(c.by_others, vec![0.75, 0.5]);
     assert_eq!(coverage(&x, &y, Level::Exact), 0.75);
+}
+
+#[test]
+fn coverage_by_others_takes_the_union_of_the_other_models() {
+    let x = model(
+        "x",
+        &[("nn.relu", 16, 1), ("sigmoid", 16, 1), ("tanh", 16, 2)],
+    );
+    let y = model("y", &[("nn.relu", 16, 1)]);
+    let z = model("z", &[("sigmoid", 16, 1)]);
+    let c = Coverage::of(&[x, y, z], Level::Exact);
+    assert_eq!(c.matrix[0], vec![1.0, 0.25, 0.25]);
+    assert_eq!(c.by_others, vec![0.5, 1.0, 1.0]);
 }
 
 #[test]
