@@ -162,10 +162,10 @@ fn study_tables_render_as_markdown() {
     );
     let coverage = study.coverage_markdown();
     assert!(
-        coverage.starts_with("| exact coverage | x | y |\n|---|---:|---:|\n"),
+        coverage.starts_with("| exact coverage | x | y | others |\n|---|---:|---:|---:|\n"),
         "{coverage}"
     );
-    assert!(coverage.contains("| x | 1.000 | 0.750 |"), "{coverage}");
+    assert!(coverage.contains("| x | 1.000 | 0.750 | 0.750 |"), "{coverage}");
     assert!(study
         .neighbours_markdown()
         .contains("| y | 1 | 1 | 0 | - | - |"));
