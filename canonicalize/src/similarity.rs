@@ -1,7 +1,7 @@
 //! Graph similarity studies: how much tuning work repeats inside a model and carries over
 //! between models, at each key [`Level`].
 //!
-//! A study takes the tasks of several partitioned models ([`extract_tasks`]) and computes:
+//! A study takes the tasks of several partitioned models ([`extract_tasks`](crate::extract_tasks)) and computes:
 //! - a [`Census`] per model and level: task occurrences (calls of fused functions), distinct
 //!   keys, and within-model repetition `1 - distinct / occurrences` (the share of task
 //!   occurrences a cache would serve from an earlier occurrence of the same model);
@@ -60,11 +60,14 @@ use std::fmt::Write;
 /// The tasks of one model under the name a study shows for it.
 #[derive(Clone, Debug)]
 pub struct ModelTasks {
+    /// The model's name in tables and plots.
     pub name: String,
+    /// Its tasks, as [`extract_tasks`](crate::extract_tasks) returns them for the partitioned module.
     pub tasks: Vec<Task>,
 }
 
 impl ModelTasks {
+    /// Names the tasks of one model.
     pub fn new(name: impl Into<String>, tasks: Vec<Task>) -> ModelTasks {
         ModelTasks {
             name: name.into(),
@@ -81,6 +84,7 @@ impl ModelTasks {
 /// One model's task counts at one level.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Census {
+    /// The key level counted.
     pub level: Level,
     /// Calls of tasks (fused functions) in the model.
     pub occurrences: usize,
@@ -89,6 +93,7 @@ pub struct Census {
 }
 
 impl Census {
+    /// The census of `tasks` (one model's) at `level`.
     pub fn of(tasks: &[Task], level: Level) -> Census {
         let called = tasks.iter().filter(|t| t.occurrences > 0);
         Census {
@@ -115,6 +120,7 @@ impl Census {
 /// Which share of each model's task occurrences another model's keys cover, at one level.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Coverage {
+    /// The key level compared.
     pub level: Level,
     /// Row and column names, in study order.
     pub models: Vec<String>,
@@ -126,6 +132,7 @@ pub struct Coverage {
 }
 
 impl Coverage {
+    /// The coverage matrix of `models` at `level`, rows and columns in the order given.
     pub fn of(models: &[ModelTasks], level: Level) -> Coverage {
         let keys: Vec<HashSet<TaskKey>> = models
             .iter()
@@ -191,11 +198,14 @@ pub fn coverage(row: &ModelTasks, column: &ModelTasks, level: Level) -> f64 {
 /// Summary quantiles of a sample (linear interpolation between order statistics).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Quantiles {
+    /// The smallest value.
     pub min: f64,
+    /// The 25th, 50th, 75th and 90th percentiles.
     pub p25: f64,
     pub median: f64,
     pub p75: f64,
     pub p90: f64,
+    /// The largest value.
     pub max: f64,
 }
 
@@ -276,6 +286,7 @@ impl NeighbourDistances {
         }
     }
 
+    /// The quantiles of [`NeighbourDistances::distances`]; `None` without any.
     pub fn quantiles(&self) -> Option<Quantiles> {
         Quantiles::of(&self.distances)
     }
@@ -290,6 +301,7 @@ pub struct Study {
     pub models: Vec<String>,
     /// Per model, its census at exact, structural and family level ([`Level::ALL`] order).
     pub census: Vec<[Census; 3]>,
+    /// Coverage at [`Study::level`].
     pub coverage: Coverage,
     /// Per model, distances among its own tasks.
     pub neighbours: Vec<NeighbourDistances>,
@@ -298,6 +310,7 @@ pub struct Study {
 }
 
 impl Study {
+    /// The study of `models` (in this order), with the coverage matrix at `level`.
     pub fn new(models: &[ModelTasks], level: Level) -> Study {
         Study {
             level,

@@ -165,7 +165,10 @@ fn study_tables_render_as_markdown() {
         coverage.starts_with("| exact coverage | x | y | others |\n|---|---:|---:|---:|\n"),
         "{coverage}"
     );
-    assert!(coverage.contains("| x | 1.000 | 0.750 | 0.750 |"), "{coverage}");
+    assert!(
+        coverage.contains("| x | 1.000 | 0.750 | 0.750 |"),
+        "{coverage}"
+    );
     assert!(study
         .neighbours_markdown()
         .contains("| y | 1 | 1 | 0 | - | - |"));
