@@ -4,8 +4,13 @@
 //! `x + block(x)`; V3 mixes ReLU and Hardswish, scales by a Hardsigmoid SE
 //! (`scale * input`), and adds as `result += input`.
 
-use crate::net::{sq, Net, R};
+use crate::net::{sq, Net, Window, R};
 use tgc_ir::{Module, ValueId};
+
+/// A `k` x `k` window with `stride` and PyTorch's `(k - 1) / 2` padding.
+fn same(k: i64, stride: i64) -> Window {
+    sq(k, stride, (k - 1) / 2)
+}
 
 /// Conv, folded BN and an activation (`Conv2dNormActivation`), named `{name}.0` / `{name}.1`.
 fn conv_bn_act(
@@ -13,8 +18,7 @@ fn conv_bn_act(
     x: ValueId,
     name: &str,
     cout: i64,
-    k: i64,
-    stride: i64,
+    w: Window,
     groups: i64,
     act: Act,
 ) -> R<ValueId> {
@@ -23,7 +27,7 @@ fn conv_bn_act(
         &format!("{name}.0"),
         &format!("{name}.1"),
         cout,
-        sq(k, stride, (k - 1) / 2),
+        w,
         groups,
     )?;
     match act {
@@ -54,7 +58,7 @@ pub(crate) fn mobilenet_v2() -> R<Module> {
         (6, 320, 1, 1),
     ];
     let (mut n, x) = Net::image(224);
-    let mut y = conv_bn_act(&mut n, x, "features.0", 32, 3, 2, 1, Act::Relu6)?;
+    let mut y = conv_bn_act(&mut n, x, "features.0", 32, same(3, 2), 1, Act::Relu6)?;
     let mut index = 1;
     for (t, c, repeats, s) in SETTINGS {
         for i in 0..repeats {
@@ -71,8 +75,7 @@ pub(crate) fn mobilenet_v2() -> R<Module> {
                     h,
                     &format!("{name}.{layer}"),
                     hidden,
-                    1,
-                    1,
+                    same(1, 1),
                     1,
                     Act::Relu6,
                 )?;
@@ -83,8 +86,7 @@ pub(crate) fn mobilenet_v2() -> R<Module> {
                 h,
                 &format!("{name}.{layer}"),
                 hidden,
-                3,
-                stride,
+                same(3, stride),
                 hidden,
                 Act::Relu6,
             )?;
@@ -110,8 +112,7 @@ pub(crate) fn mobilenet_v2() -> R<Module> {
         y,
         &format!("features.{index}"),
         1280,
-        1,
-        1,
+        same(1, 1),
         1,
         Act::Relu6,
     )?;
@@ -164,7 +165,7 @@ pub(crate) fn mobilenet_v3_large() -> R<Module> {
         (160, 5, 960, 160, true, true, 1),
     ];
     let (mut n, x) = Net::image(224);
-    let mut y = conv_bn_act(&mut n, x, "features.0", 16, 3, 2, 1, Act::Hardswish)?;
+    let mut y = conv_bn_act(&mut n, x, "features.0", 16, same(3, 2), 1, Act::Hardswish)?;
     for (i, (cin, k, exp, cout, se, hs, stride)) in SETTINGS.into_iter().enumerate() {
         let name = format!("features.{}.block", i + 1);
         let act = if hs { Act::Hardswish } else { Act::Relu };
@@ -172,7 +173,15 @@ pub(crate) fn mobilenet_v3_large() -> R<Module> {
         let mut h = input;
         let mut layer = 0;
         if exp != cin {
-            h = conv_bn_act(&mut n, h, &format!("{name}.{layer}"), exp, 1, 1, 1, act)?;
+            h = conv_bn_act(
+                &mut n,
+                h,
+                &format!("{name}.{layer}"),
+                exp,
+                same(1, 1),
+                1,
+                act,
+            )?;
             layer += 1;
         }
         h = conv_bn_act(
@@ -180,8 +189,7 @@ pub(crate) fn mobilenet_v3_large() -> R<Module> {
             h,
             &format!("{name}.{layer}"),
             exp,
-            k,
-            stride,
+            same(k, stride),
             exp,
             act,
         )?;
@@ -195,8 +203,7 @@ pub(crate) fn mobilenet_v3_large() -> R<Module> {
             h,
             &format!("{name}.{layer}"),
             cout,
-            1,
-            1,
+            same(1, 1),
             1,
             Act::None,
         )?;
@@ -206,7 +213,7 @@ pub(crate) fn mobilenet_v3_large() -> R<Module> {
             h
         };
     }
-    y = conv_bn_act(&mut n, y, "features.16", 960, 1, 1, 1, Act::Hardswish)?;
+    y = conv_bn_act(&mut n, y, "features.16", 960, same(1, 1), 1, Act::Hardswish)?;
     y = n.adaptive_avg_pool(y, 1)?;
     y = n.flatten(y)?;
     y = n.linear(y, "classifier.0", 1280)?;
