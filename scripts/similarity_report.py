@@ -87,7 +87,7 @@ def render(d):
     index = {n: i for i, n in enumerate(names)}
     out = []
 
-    out.append("### Census: task occurrences and distinct keys\n")
+    out.append("### Census: task occurrences and distinct keys\n\n")
     out.append(
         "Occurrences are calls of fused tasks (TVM: summed task weights). Distinct keys: "
         "tgc's exact, structural and family keys; TVM's structural hash, the paper's "
