@@ -25,5 +25,6 @@ for level in exact structural family; do
 done
 PY="${TGC_PYTHON:-$(bash tvm/python/bootstrap.sh | tail -n 1)}"
 PYTHONPATH=tvm/python "$PY" tvm/python/similarity_tvm.py --out "$DIR/tvm" "${MODELS[@]}"
+cp "$DIR/tvm/tvm-similarity.json" tests/fixtures/tvm/similarity.json   # tests/zoo.rs checks it
 python3 scripts/similarity_report.py "$DIR" docs/similarity.md
 echo "docs/similarity.md and docs/similarity-{exact,structural,family}.svg regenerated" >&2

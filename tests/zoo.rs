@@ -116,6 +116,76 @@ fn zoo_onnx_imports_into_tvm_and_back_into_tgc() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The study's models by name: zoo models built, `keras-*` imported from `models/`.
+fn study_model(name: &str) -> ModelTasks {
+    let module = match tgc_zoo::lookup(name) {
+        Some(z) => z.build().expect("zoo model builds"),
+        None => {
+            let path = root().join("models").join(format!("{name}.onnx"));
+            tgc_ir::onnx::import_file(&path, &[]).expect("bundled model imports")
+        }
+    };
+    ModelTasks::new(name, extract_tasks(&partitioned(module)))
+}
+
+/// tgc's exact-level study of the zoo and the bundled models against TVM's, by structural
+/// hash (`tests/fixtures/tvm/similarity.json`, written by `scripts/similarity_report.sh`):
+/// the same occurrences, distinct keys and coverage, but for the differences
+/// docs/similarity.md explains.
+#[test]
+fn exact_study_agrees_with_tvm_hashes() {
+    let path = root().join("tests/fixtures/tvm/similarity.json");
+    let fixture: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("JSON");
+    let names: Vec<&str> = fixture["models"]
+        .as_array()
+        .expect("models")
+        .iter()
+        .map(|n| n.as_str().expect("name"))
+        .collect();
+    let models: Vec<ModelTasks> = names.iter().map(|n| study_model(n)).collect();
+    let study = Study::new(&models, Level::Exact);
+    for (i, name) in names.iter().enumerate() {
+        let tvm = &fixture["census"]["hash"][name];
+        let ours = study.census[i][0];
+        // TVM's frontend guards the run-time indices of BERT's two Gathers (one more task,
+        // called twice); TVM's hash splits Keras ResNet-50's add by operand order.
+        let (extra_occurrences, extra_tasks) = match *name {
+            "bert_base" => (2, 1),
+            "keras-resnet50" => (0, 1),
+            _ => (0, 0),
+        };
+        assert_eq!(
+            tvm["occurrences"].as_u64(),
+            Some((ours.occurrences + extra_occurrences) as u64),
+            "{name}: occurrences"
+        );
+        assert_eq!(
+            tvm["distinct"].as_u64(),
+            Some((ours.distinct + extra_tasks) as u64),
+            "{name}: distinct exact keys vs TVM hashes"
+        );
+    }
+    for (i, row) in names.iter().enumerate() {
+        for (j, col) in names.iter().enumerate() {
+            let ours = study.coverage.get(i, j);
+            let tvm = fixture["coverage"]["hash"][i][j].as_f64().expect("number");
+            // MobileNetV2 adds its residual as x + block(x), V3 as block(x) + x.
+            if matches!(
+                (*row, *col),
+                ("mobilenet_v2", "mobilenet_v3_large") | ("mobilenet_v3_large", "mobilenet_v2")
+            ) {
+                assert!(ours > tvm, "{row} by {col}: {ours} vs TVM {tvm}");
+            } else {
+                assert!(
+                    (ours - tvm).abs() < 1e-9,
+                    "{row} by {col}: {ours} vs TVM {tvm}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn zoo_census() {
     let models: Vec<ModelTasks> = zoo()
