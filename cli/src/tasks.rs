@@ -11,7 +11,7 @@ use tgc_passes::{Instrumentation, PassManager};
 
 #[derive(Args)]
 pub struct TasksArgs {
-    /// The model: ONNX (`.onnx`) or text IR.
+    /// The model: ONNX (`.onnx`), text IR, or a zoo name (`tgc zoo --list`).
     model: String,
     /// Static shape of an ONNX input, e.g. `input=1x224x224x3` (repeatable).
     #[arg(long = "shape", value_name = "NAME=DIMS", value_parser = parse_shape_arg)]
