@@ -57,7 +57,10 @@ pub fn run(args: TasksArgs) -> Result<()> {
     let mut module = load_model(&args.model, &args.shapes)?;
     let mut pm = PassManager::new(Instrumentation::default());
     // extract_tasks computes the keys itself: running canonicalize too would key every task twice.
-    tgc_pipelines::build_pipeline(&format!("partition{{max-depth={}}}", args.max_depth), &mut pm)
+    tgc_pipelines::build_pipeline(
+        &format!("partition{{max-depth={}}}", args.max_depth),
+        &mut pm,
+    )
     .map_err(|e| anyhow!("--max-depth: {e}"))?;
     pm.run(&mut module, &mut std::io::sink())
         .map_err(|e| anyhow!("{}: {e}", args.model))?;

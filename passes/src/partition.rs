@@ -327,7 +327,10 @@ struct Marks {
 
 impl Marks {
     fn new(n: usize) -> Self {
-        Marks { stamp: vec![0; n], epoch: 0 }
+        Marks {
+            stamp: vec![0; n],
+            epoch: 0,
+        }
     }
 
     fn clear(&mut self) {
@@ -362,7 +365,8 @@ impl Fuser<'_> {
     fn check_path(&mut self, src: usize, sink: usize, cond: fn(OpPattern, bool) -> bool) -> bool {
         self.marks.clear();
         self.stack.clear();
-        self.stack.extend(self.graph.nodes[src].outputs.iter().map(|&(o, _)| o));
+        self.stack
+            .extend(self.graph.nodes[src].outputs.iter().map(|&(o, _)| o));
         while let Some(node) = self.stack.pop() {
             if !self.marks.visit(node) {
                 continue;
@@ -372,7 +376,8 @@ impl Fuser<'_> {
                 return false;
             }
             if node != sink {
-                self.stack.extend(self.graph.nodes[node].outputs.iter().map(|&(o, _)| o));
+                self.stack
+                    .extend(self.graph.nodes[node].outputs.iter().map(|&(o, _)| o));
             }
         }
         true
@@ -388,7 +393,8 @@ impl Fuser<'_> {
                 continue;
             }
             self.groups.merge(node, sink);
-            self.stack.extend(self.graph.nodes[node].outputs.iter().map(|&(o, _)| o));
+            self.stack
+                .extend(self.graph.nodes[node].outputs.iter().map(|&(o, _)| o));
         }
     }
 
@@ -405,7 +411,8 @@ impl Fuser<'_> {
             }
             // TVM counts the node's own group record here, root or not.
             sum += self.groups.num_nodes[node];
-            self.stack.extend(self.graph.nodes[node].outputs.iter().map(|&(o, _)| o));
+            self.stack
+                .extend(self.graph.nodes[node].outputs.iter().map(|&(o, _)| o));
         }
         sum
     }
@@ -505,14 +512,35 @@ fn group_name(f: &Function, bindings: &[usize]) -> String {
     name
 }
 
-fn unique_name(module: &Module, taken: &HashMap<String, ()>, base: &str) -> String {
-    if !module.functions.contains_key(base) && !taken.contains_key(base) {
-        return base.to_string();
+/// Names for new functions: the base name, else `base_1`, `base_2`, ... skipping names the
+/// module or this run already uses. The next suffix is remembered per base, so naming
+/// thousands of groups with one base stays linear.
+#[derive(Default)]
+struct Namer {
+    taken: std::collections::HashSet<String>,
+    next_suffix: HashMap<String, usize>,
+}
+
+impl Namer {
+    fn fresh(&mut self, module: &Module, base: &str) -> String {
+        let free = |n: &str, taken: &std::collections::HashSet<String>| {
+            !module.functions.contains_key(n) && !taken.contains(n)
+        };
+        let name = if free(base, &self.taken) {
+            base.to_string()
+        } else {
+            let next = self.next_suffix.entry(base.to_string()).or_insert(1);
+            loop {
+                let candidate = format!("{base}_{next}");
+                *next += 1;
+                if free(&candidate, &self.taken) {
+                    break candidate;
+                }
+            }
+        };
+        self.taken.insert(name.clone());
+        name
     }
-    (1..)
-        .map(|i| format!("{base}_{i}"))
-        .find(|c| !module.functions.contains_key(c) && !taken.contains_key(c))
-        .expect("an unused name exists")
 }
 
 /// Outlines every group of `f` into a Primitive function; returns the rewritten `f` and the
@@ -560,12 +588,11 @@ fn outline(
         used_outside[r.index()] = true;
     }
 
-    let mut taken: HashMap<String, ()> = HashMap::new();
+    let mut namer = Namer::default();
     let mut outlined = Vec::with_capacity(members.len());
     let mut calls: Vec<Binding> = Vec::with_capacity(members.len());
     for bindings in &members {
-        let name = unique_name(module, &taken, &group_name(f, bindings));
-        taken.insert(name.clone(), ());
+        let name = namer.fresh(module, &group_name(f, bindings));
         let mut g = Function::new(name.clone());
         g.attrs.insert("Primitive".into(), Attr::Bool(true));
         let mut map: HashMap<ValueId, ValueId> = HashMap::new();
