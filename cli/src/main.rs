@@ -3,6 +3,7 @@
 //! Every error is reported as one line on stderr (`error: ...`, naming the file and the
 //! problem) with exit code 1; nothing a user types can make it panic or print a backtrace.
 
+mod cache;
 mod import;
 mod input;
 mod opt;
@@ -35,6 +36,8 @@ enum Command {
     Tasks(tasks::TasksArgs),
     /// Tune a model with TVM MetaSchedule, seeded from the cache, and write the results back.
     Tune(tune::TuneArgs),
+    /// Inspect and maintain the task cache: stats, import, export, gc, verify.
+    Cache(cache::CacheArgs),
 }
 
 fn main() -> ExitCode {
@@ -69,6 +72,7 @@ fn main() -> ExitCode {
         Command::Import(args) => import::run(args),
         Command::Tasks(args) => tasks::run(args),
         Command::Tune(args) => tune::run(args),
+        Command::Cache(args) => cache::run(args),
         Command::Passes => {
             print!(
                 "Registered passes (use in --passes as name{{option=value ...}}):\n{}",
