@@ -13,6 +13,12 @@ fn partitioned(model: &str) -> Module {
         .join("../models")
         .join(model);
     let mut m = tgc_ir::onnx::import_file(&path, &[]).expect("model imports");
+    // The frontend records the file as given, an absolute path here: keep the snapshot
+    // independent of where the repository is checked out.
+    m.attrs.insert(
+        "source".into(),
+        tgc_ir::Attr::str(format!("models/{model}")),
+    );
     let mut pm = PassManager::new(Instrumentation::default());
     tgc_pipelines::build_pipeline("partition", &mut pm).expect("pipeline");
     pm.run(&mut m, &mut std::io::sink()).expect("pipeline runs");

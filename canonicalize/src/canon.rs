@@ -28,18 +28,33 @@ use tgc_ir::{Callee, Function, ValueId};
 
 type Color = u64;
 
+/// Folds 64-bit words into one colour. Colours only order values (the key itself is a
+/// blake3 digest of the explicit encoding), so a fast, fixed (platform- and run-independent)
+/// mixer is enough: a multiply-xorshift fold with a final avalanche (the murmur3 finalizer).
 fn mix(parts: &[u64]) -> u64 {
-    let mut h = blake3::Hasher::new();
-    for p in parts {
-        h.update(&p.to_le_bytes());
+    let mut h: u64 = 0x9e37_79b9_7f4a_7c15 ^ (parts.len() as u64);
+    for &p in parts {
+        h = (h ^ p).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        h ^= h >> 31;
     }
-    let out = h.finalize();
-    u64::from_le_bytes(out.as_bytes()[..8].try_into().expect("8 bytes"))
+    avalanche(h)
 }
 
+fn avalanche(mut h: u64) -> u64 {
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
+/// A colour for a byte string (FNV-1a, then the avalanche).
 fn hash_bytes(b: &[u8]) -> u64 {
-    let out = blake3::hash(b);
-    u64::from_le_bytes(out.as_bytes()[..8].try_into().expect("8 bytes"))
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &byte in b {
+        h = (h ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    avalanche(h)
 }
 
 fn is_commutative(callee: &Callee) -> bool {

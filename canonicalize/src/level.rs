@@ -1,5 +1,6 @@
 //! Key levels and what each level sees of types and attributes.
 
+use std::borrow::Cow;
 use tgc_ir::{Attr, Binding, TensorType};
 
 /// How much of a task a key captures.
@@ -137,24 +138,39 @@ pub fn encode_attrs(b: &Binding, level: Level, out: &mut Vec<u8>) {
     if level == Level::Family {
         return;
     }
-    let attrs = match b.callee.op() {
-        Some(op) => op.with_defaults(&b.attrs),
-        None => b.attrs.clone(),
-    };
-    let op_name = b.callee.op().map_or("", |op| op.name());
-    let mut keys: Vec<&String> = attrs.keys().collect();
-    keys.sort();
-    out.extend_from_slice(&(keys.len() as u32).to_le_bytes());
-    for k in keys {
+    // The binding's attributes plus the schema defaults it leaves out, without copying the
+    // given ones (this runs for every binding of every task at every level).
+    let mut entries: Vec<(&str, Cow<'_, Attr>)> = Vec::with_capacity(b.attrs.len() + 8);
+    let op = b.callee.op();
+    if let Some(op) = op {
+        for spec in op.def().attrs {
+            match b.attrs.get(spec.name) {
+                Some(v) => entries.push((spec.name, Cow::Borrowed(v))),
+                None => {
+                    if let Some(d) = spec.default.value() {
+                        entries.push((spec.name, Cow::Owned(d)));
+                    }
+                }
+            }
+        }
+    }
+    for (k, v) in &b.attrs {
+        if op.is_none_or(|op| op.def().attr_spec(k).is_none()) {
+            entries.push((k.as_str(), Cow::Borrowed(v)));
+        }
+    }
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let op_name = op.map_or("", |op| op.name());
+    out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    for (k, v) in entries {
         out.extend_from_slice(&(k.len() as u32).to_le_bytes());
         out.extend_from_slice(k.as_bytes());
-        let v = &attrs[k];
         if level == Level::Structural && is_extent_attr(op_name, k) {
             out.push(b'x');
             let len = v.as_list().map_or(1, |l| l.len());
             out.extend_from_slice(&(len as u32).to_le_bytes());
         } else {
-            encode_attr(v, out);
+            encode_attr(&v, out);
         }
     }
 }

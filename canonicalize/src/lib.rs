@@ -4,12 +4,14 @@
 //! Keys are invariant under renaming of values, parameters and functions, the order of
 //! independent bindings, the order of parameters and the operand order of commutative ops;
 //! they change with any change of op, attribute, dtype or dataflow (structural and exact),
-//! and of shape (exact). See [`canon`] for how.
+//! and of shape (exact). See [`canon`] for how. [`similarity`] measures how much of the tuning
+//! work repeats within and across models at each level.
 
 pub mod canon;
 pub mod features;
 pub mod keys;
 pub mod level;
+pub mod similarity;
 pub mod tasks;
 
 pub use features::Features;

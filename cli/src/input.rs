@@ -46,16 +46,29 @@ pub fn write_output(out: Option<&Path>, text: &str) -> Result<()> {
     }
 }
 
-/// Loads a model: ONNX when the path ends in `.onnx`, text IR otherwise (`-` is stdin).
+/// Loads a model: ONNX when the path ends in `.onnx`, text IR when it is a file (or `-`,
+/// stdin), else the zoo model of that name (`tgc zoo --list`).
 pub fn load_model(path: &str, shapes: &[(String, Vec<i64>)]) -> Result<Module> {
     if path.ends_with(".onnx") {
-        Ok(tgc_ir::onnx::import_file(Path::new(path), shapes)?)
-    } else {
-        if !shapes.is_empty() {
-            anyhow::bail!("{path}: --shape applies to ONNX models only");
-        }
-        read_module(path)
+        return Ok(tgc_ir::onnx::import_file(Path::new(path), shapes)?);
     }
+    if path != "-" && !Path::new(path).exists() {
+        if let Some(model) = tgc_zoo::lookup(path) {
+            if !shapes.is_empty() {
+                anyhow::bail!(
+                    "{path}: --shape applies to ONNX models only (zoo models have fixed shapes)"
+                );
+            }
+            return model
+                .build()
+                .map_err(|e| anyhow::anyhow!("zoo model {path}: {e}"));
+        }
+        anyhow::bail!("{path}: no such file, and no zoo model of that name (see 'tgc zoo --list')");
+    }
+    if !shapes.is_empty() {
+        anyhow::bail!("{path}: --shape applies to ONNX models only");
+    }
+    read_module(path)
 }
 
 /// Parses `NAME=1x3x224x224` for `--shape`.

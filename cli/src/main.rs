@@ -7,8 +7,11 @@ mod cache;
 mod import;
 mod input;
 mod opt;
+mod plot;
+mod similarity;
 mod tasks;
 mod tune;
+mod zoo;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -38,6 +41,10 @@ enum Command {
     Tune(tune::TuneArgs),
     /// Inspect and maintain the task cache: stats, import, export, gc, verify.
     Cache(cache::CacheArgs),
+    /// Compare the tasks of several models: census, coverage matrix, structural neighbours.
+    Similarity(similarity::SimilarityArgs),
+    /// Write a built-in model (the TGC paper's CNNs, a BERT encoder) as text IR or ONNX.
+    Zoo(zoo::ZooArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,10 +66,17 @@ fn main() -> ExitCode {
                 };
             }
             let rendered = e.render().to_string();
-            let first = rendered
-                .lines()
+            let mut lines = rendered.lines().filter(|l| !l.trim().is_empty());
+            let mut first = lines
                 .next()
-                .unwrap_or("error: invalid arguments");
+                .unwrap_or("error: invalid arguments")
+                .to_string();
+            // "the following required arguments were not provided:" names them on the next line.
+            if first.ends_with(':') {
+                if let Some(next) = lines.next() {
+                    first = format!("{first} {}", next.trim());
+                }
+            }
             eprintln!("{first} (see 'tgc --help')");
             return ExitCode::FAILURE;
         }
@@ -73,6 +87,8 @@ fn main() -> ExitCode {
         Command::Tasks(args) => tasks::run(args),
         Command::Tune(args) => tune::run(args),
         Command::Cache(args) => cache::run(args),
+        Command::Similarity(args) => similarity::run(args),
+        Command::Zoo(args) => zoo::run(args),
         Command::Passes => {
             print!(
                 "Registered passes (use in --passes as name{{option=value ...}}):\n{}",

@@ -11,7 +11,7 @@ use tgc_passes::{Instrumentation, PassManager};
 
 #[derive(Args)]
 pub struct TasksArgs {
-    /// The model: ONNX (`.onnx`) or text IR.
+    /// The model: ONNX (`.onnx`), text IR, or a zoo name (`tgc zoo --list`).
     model: String,
     /// Static shape of an ONNX input, e.g. `input=1x224x224x3` (repeatable).
     #[arg(long = "shape", value_name = "NAME=DIMS", value_parser = parse_shape_arg)]
@@ -56,10 +56,8 @@ fn short_type(t: &TensorType) -> String {
 pub fn run(args: TasksArgs) -> Result<()> {
     let mut module = load_model(&args.model, &args.shapes)?;
     let mut pm = PassManager::new(Instrumentation::default());
-    tgc_pipelines::build_pipeline(
-        &format!("partition{{max-depth={}}},canonicalize", args.max_depth),
-        &mut pm,
-    )
+    // extract_tasks computes the keys itself: running canonicalize too would key every task twice.
+    tgc_pipelines::build_pipeline(&format!("partition{{max-depth={}}}", args.max_depth), &mut pm)
     .map_err(|e| anyhow!("--max-depth: {e}"))?;
     pm.run(&mut module, &mut std::io::sink())
         .map_err(|e| anyhow!("{}: {e}", args.model))?;

@@ -135,6 +135,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
         max_seeds: args.max_seeds,
         tolerance: args.tolerance,
         patience: if args.no_cache { 0 } else { args.patience },
+        ..SeedPolicy::default()
     };
 
     // Partition and key the model.

@@ -27,10 +27,18 @@ fn tune(dir: &Path, report: &str) -> Value {
         .arg(dir.join("small.tgc"))
         .arg("--cache")
         .arg(dir.join("cache.sqlite"))
-        .args(["--trials-per-task", "3", "--trials-per-round", "3", "--population", "32"])
-        // Re-measuring a ~50 us kernel on a shared 2-core machine varies by more than the
-        // default 5%; the exact-hit rule itself is what is tested here.
-        .args(["--tolerance", "0.5"])
+        .args([
+            "--trials-per-task",
+            "3",
+            "--trials-per-round",
+            "3",
+            "--population",
+            "32",
+        ])
+        // Re-measuring a ~50 us kernel on a shared, loaded 2-core machine varied by up to
+        // 2.2x between the two runs here; the exact-hit mechanism is what is tested, not
+        // the machine's noise, so the bar is generous.
+        .args(["--tolerance", "3"])
         .arg("--report")
         .arg(dir.join(report))
         .arg("--work-dir")
@@ -43,7 +51,8 @@ fn tune(dir: &Path, report: &str) -> Value {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_str(&std::fs::read_to_string(dir.join(report)).expect("report written")).expect("JSON report")
+    serde_json::from_str(&std::fs::read_to_string(dir.join(report)).expect("report written"))
+        .expect("JSON report")
 }
 
 #[test]
@@ -70,22 +79,36 @@ fn tune_writes_back_and_the_second_run_hits_the_cache() {
         assert_eq!(t["tier"], "exact", "{t}");
         assert_eq!(t["stopped"], "exact_hit", "{t}");
         assert_eq!(t["seeds_failed"], 0, "{t}");
-        assert_eq!(t["trials"], t["seeds_tried"], "an exact hit measures only its seeds: {t}");
+        assert_eq!(
+            t["trials"], t["seeds_tried"],
+            "an exact hit measures only its seeds: {t}"
+        );
     }
     assert_eq!(second["totals"]["tasks_by_tier"]["exact"], 2);
     assert_eq!(second["end_to_end"]["outputs_match"], true);
 
     // The same plan, as IR attributes, through the pass pipeline.
     let cache = dir.join("cache.sqlite");
-    let pipeline = format!("partition,canonicalize,annotate-cache{{cache={}}},seed-schedules", cache.display());
+    let pipeline = format!(
+        "partition,canonicalize,annotate-cache{{cache={}}},seed-schedules",
+        cache.display()
+    );
     let out = Command::new(env!("CARGO_BIN_EXE_tgc"))
         .arg("opt")
         .arg(dir.join("small.tgc"))
         .args(["--passes", &pipeline])
         .output()
         .expect("tgc runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let ir = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(ir.matches("tgc.seed_plan = {tier = \"exact\"").count(), 2, "{ir}");
+    assert_eq!(
+        ir.matches("tgc.seed_plan = {tier = \"exact\"").count(),
+        2,
+        "{ir}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -319,83 +319,93 @@ impl Groups {
     }
 }
 
+/// A visited set cleared in O(1): a node is visited when its stamp equals the epoch.
+struct Marks {
+    stamp: Vec<u32>,
+    epoch: u32,
+}
+
+impl Marks {
+    fn new(n: usize) -> Self {
+        Marks { stamp: vec![0; n], epoch: 0 }
+    }
+
+    fn clear(&mut self) {
+        if self.epoch == u32::MAX {
+            self.stamp.iter_mut().for_each(|s| *s = 0);
+            self.epoch = 0;
+        }
+        self.epoch += 1;
+    }
+
+    /// Marks `n`; returns whether it was unvisited.
+    fn visit(&mut self, n: usize) -> bool {
+        let fresh = self.stamp[n] != self.epoch;
+        self.stamp[n] = self.epoch;
+        fresh
+    }
+}
+
+/// The fusion state. The graph walks are iterative (no recursion depth limit) and each
+/// starts by clearing the visited set in O(1), so partitioning stays linear-ish in the
+/// number of bindings (100,000-binding modules included).
 struct Fuser<'a> {
     graph: &'a Graph,
     groups: Groups,
-    visited: Vec<bool>,
+    marks: Marks,
+    stack: Vec<usize>,
 }
 
 impl Fuser<'_> {
     /// Whether every node on every path from `src` (exclusive) to `sink` satisfies `cond`,
     /// judged by the pattern of the node's group; `cond`'s flag says the node is the sink.
     fn check_path(&mut self, src: usize, sink: usize, cond: fn(OpPattern, bool) -> bool) -> bool {
-        self.visited.iter_mut().for_each(|v| *v = false);
-        let graph = self.graph;
-        graph.nodes[src]
-            .outputs
-            .iter()
-            .all(|&(o, _)| self.check_path_from(o, sink, cond))
-    }
-
-    fn check_path_from(
-        &mut self,
-        node: usize,
-        sink: usize,
-        cond: fn(OpPattern, bool) -> bool,
-    ) -> bool {
-        if self.visited[node] {
-            return true;
+        self.marks.clear();
+        self.stack.clear();
+        self.stack.extend(self.graph.nodes[src].outputs.iter().map(|&(o, _)| o));
+        while let Some(node) = self.stack.pop() {
+            if !self.marks.visit(node) {
+                continue;
+            }
+            let root = self.groups.root(node);
+            if !cond(self.groups.pattern[root], node == sink) {
+                return false;
+            }
+            if node != sink {
+                self.stack.extend(self.graph.nodes[node].outputs.iter().map(|&(o, _)| o));
+            }
         }
-        self.visited[node] = true;
-        let root = self.groups.root(node);
-        if !cond(self.groups.pattern[root], node == sink) {
-            return false;
-        }
-        if node == sink {
-            return true;
-        }
-        let graph = self.graph;
-        graph.nodes[node]
-            .outputs
-            .iter()
-            .all(|&(o, _)| self.check_path_from(o, sink, cond))
+        true
     }
 
     /// Merges every node on the paths from `src` to `sink` into the sink's group.
     fn commit(&mut self, src: usize, sink: usize) {
-        self.visited.iter_mut().for_each(|v| *v = false);
-        self.commit_from(src, sink, sink);
-    }
-
-    fn commit_from(&mut self, node: usize, sink: usize, target: usize) {
-        if node == sink || self.visited[node] {
-            return;
-        }
-        self.visited[node] = true;
-        self.groups.merge(node, target);
-        let graph = self.graph;
-        for &(o, _) in &graph.nodes[node].outputs {
-            self.commit_from(o, sink, target);
+        self.marks.clear();
+        self.stack.clear();
+        self.stack.push(src);
+        while let Some(node) = self.stack.pop() {
+            if node == sink || !self.marks.visit(node) {
+                continue;
+            }
+            self.groups.merge(node, sink);
+            self.stack.extend(self.graph.nodes[node].outputs.iter().map(|&(o, _)| o));
         }
     }
 
     /// Size of the sink's group after fusing `child` and everything between them into it.
     fn fused_size(&mut self, child: usize, sink: usize) -> usize {
-        self.visited.iter_mut().for_each(|v| *v = false);
         let root = self.groups.root(sink);
-        self.groups.num_nodes[root] + self.count_upto(child, sink)
-    }
-
-    fn count_upto(&mut self, node: usize, sink: usize) -> usize {
-        if node == sink || self.visited[node] {
-            return 0;
-        }
-        self.visited[node] = true;
-        // TVM counts the node's own group record here, root or not.
-        let mut sum = self.groups.num_nodes[node];
-        let graph = self.graph;
-        for &(o, _) in &graph.nodes[node].outputs {
-            sum += self.count_upto(o, sink);
+        let mut sum = self.groups.num_nodes[root];
+        self.marks.clear();
+        self.stack.clear();
+        self.stack.push(child);
+        while let Some(node) = self.stack.pop() {
+            if node == sink || !self.marks.visit(node) {
+                continue;
+            }
+            // TVM counts the node's own group record here, root or not.
+            sum += self.groups.num_nodes[node];
+            self.stack.extend(self.graph.nodes[node].outputs.iter().map(|&(o, _)| o));
         }
         sum
     }
@@ -411,7 +421,8 @@ fn fuse_groups(f: &Function, max_depth: usize) -> Vec<Option<usize>> {
     let mut fuser = Fuser {
         graph: &graph,
         groups: Groups::new(&graph),
-        visited: vec![false; n],
+        marks: Marks::new(n),
+        stack: Vec::new(),
     };
     for phase in 0..2 {
         for (id, dom_node) in dom.iter().enumerate() {

@@ -54,6 +54,7 @@ pub static INFO: PassInfo = PassInfo {
             max_seeds: max_seeds as usize,
             tolerance,
             patience,
+            ..SeedPolicy::default()
         })))
     },
 };

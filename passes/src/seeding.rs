@@ -13,7 +13,8 @@
 //! - otherwise family hits: anchor-trace transfer;
 //! - otherwise no seeds: a plain search.
 //!
-//! Seeds come from the best tier only, up to `max_seeds`, because a worse tier's traces
+//! Seeds come from the best tier only, up to `max_seeds` (`max_exact_seeds` for exact hits:
+//! the best one decides), because a worse tier's traces
 //! only dilute the first batch when a better tier exists. Every plan has the same trial
 //! budget: seeding wins time by stopping early (exact hit, or patience), not by starving
 //! the search.
@@ -76,6 +77,9 @@ pub struct SeedPolicy {
     pub trials: i64,
     /// Most seeds measured in the first batch.
     pub max_seeds: usize,
+    /// Most exact hits measured: the best one re-measured within tolerance ends the task,
+    /// the runner-up covers a best one that no longer replays.
+    pub max_exact_seeds: usize,
     /// An exact hit ends the task when it re-measures within this relative tolerance.
     pub tolerance: f64,
     /// Search rounds without improvement before a task stops early.
@@ -87,6 +91,7 @@ impl Default for SeedPolicy {
         SeedPolicy {
             trials: 64,
             max_seeds: 16,
+            max_exact_seeds: 2,
             tolerance: 0.05,
             patience: 3,
         }
@@ -121,11 +126,19 @@ fn tier_rank(tier: &str) -> u8 {
 pub fn plan(candidates: &[CandidateRef], policy: &SeedPolicy) -> SeedPlan {
     let best_tier = candidates.iter().map(|c| tier_rank(&c.tier)).min();
     let chosen: Vec<&CandidateRef> = match best_tier {
-        Some(t) if t < 4 => candidates
-            .iter()
-            .filter(|c| tier_rank(&c.tier) == t)
-            .take(policy.max_seeds)
-            .collect(),
+        Some(t) if t < 4 => {
+            // Exact tiers: the best hit decides, the runner-up covers one that fails.
+            let cap = if t <= 1 {
+                policy.max_exact_seeds.min(policy.max_seeds)
+            } else {
+                policy.max_seeds
+            };
+            candidates
+                .iter()
+                .filter(|c| tier_rank(&c.tier) == t)
+                .take(cap)
+                .collect()
+        }
         _ => Vec::new(),
     };
     let tier = chosen
@@ -223,11 +236,16 @@ mod tests {
         let c = [
             cand("exact", "a", 2e-4),
             cand("exact", "b", 1e-4),
+            cand("exact", "x", 3e-4),
             cand("structural", "c", 5e-5),
         ];
         let p = plan(&c, &SeedPolicy::default());
         assert_eq!(p.tier, "exact");
-        assert_eq!(p.seeds, vec!["a", "b"]);
+        assert_eq!(
+            p.seeds,
+            vec!["a", "b"],
+            "at most two exact hits are measured"
+        );
         assert_eq!(p.cached_latency_s, Some(1e-4));
     }
 
@@ -260,7 +278,7 @@ mod tests {
     #[test]
     fn seeds_are_capped() {
         let c: Vec<CandidateRef> = (0..40)
-            .map(|i| cand("exact", &format!("t{i}"), 1e-4 + i as f64 * 1e-6))
+            .map(|i| cand("structural", &format!("t{i}"), 1e-4 + i as f64 * 1e-6))
             .collect();
         let p = plan(
             &c,

@@ -66,7 +66,11 @@ pub fn build_pipeline(text: &str, pm: &mut PassManager) -> Result<(), PipelinePa
                 "unknown pass '{}'; valid passes: {}; named pipelines: {}",
                 element.name,
                 pass_names(),
-                NAMED_PIPELINES.iter().map(|(n, _, _)| *n).collect::<Vec<_>>().join(", ")
+                NAMED_PIPELINES
+                    .iter()
+                    .map(|(n, _, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         })?;
         let options =

@@ -44,6 +44,10 @@
 //! become `.`, a trailing `:0` is dropped, other characters become `_`; temporaries of a node
 //! are named `<output>.<op>`. The function keeps names unique with numeric suffixes.
 //!
+//! # Export
+//! [`export_module`] writes a module back as ONNX (opset 17), one node per binding, so that
+//! importing the result gives the same tasks; see the `export` module.
+//!
 //! # Errors
 //! Bad input never panics: every problem is an [`ImportError`] whose `Display` is one line
 //! naming the file and the node (name and op type), input, output, initializer or field.
@@ -53,6 +57,7 @@ mod context;
 mod convert;
 mod error;
 mod eval;
+mod export;
 mod import;
 mod names;
 mod order;
@@ -60,6 +65,7 @@ mod tensor;
 
 pub use convert::supported_ops;
 pub use error::ImportError;
+pub use export::{export_model, export_module, exportable_ops, ExportError, EXPORT_OPSET};
 
 use crate::module::{Callee, Module};
 use std::collections::BTreeMap;

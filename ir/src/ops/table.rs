@@ -503,16 +503,21 @@ pub(super) static OPS: &[OpDef] = &[
         &[],
         t::flatten,
     ),
-    injective(
-        "take",
-        "gather along `axis` (flattened data when absent)",
-        Arity::exactly(2),
-        &[
-            spec("axis", K::Int, D::Optional),
-            spec("mode", K::Str, D::Str("fast")),
-        ],
-        t::take,
-    ),
+    // Its legalized PrimFunc reads `data[indices[i]]`, an index TVM's AnnotateTIROpPattern
+    // cannot analyse: Opaque, so a lookup never fuses (BERT's embeddings in TVM 0.27).
+    OpDef {
+        pattern: P::Opaque,
+        ..injective(
+            "take",
+            "gather along `axis` (flattened data when absent)",
+            Arity::exactly(2),
+            &[
+                spec("axis", K::Int, D::Optional),
+                spec("mode", K::Str, D::Str("fast")),
+            ],
+            t::take,
+        )
+    },
     // Its only load reads a subsequence of the output indices: Broadcast for TVM.
     OpDef {
         pattern: P::Broadcast,
