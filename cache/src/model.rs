@@ -289,20 +289,21 @@ pub(crate) fn features_to_json(f: &Features) -> String {
     canonical_json(&v)
 }
 
+/// The stored form of [`Features`] (read straight into a struct: lookups parse many).
+#[derive(serde::Deserialize)]
+struct StoredFeatures {
+    log2_extents: Vec<f64>,
+    flops: f64,
+    bytes: f64,
+}
+
 /// Reads the `tasks.features_json` column back.
 pub(crate) fn features_from_json(text: &str) -> Option<Features> {
-    let v: Value = serde_json::from_str(text).ok()?;
-    let o = v.as_object()?;
-    let log2_extents = o
-        .get("log2_extents")?
-        .as_array()?
-        .iter()
-        .map(Value::as_f64)
-        .collect::<Option<Vec<f64>>>()?;
+    let f: StoredFeatures = serde_json::from_str(text).ok()?;
     Some(Features {
-        log2_extents,
-        flops: o.get("flops")?.as_f64()?,
-        bytes: o.get("bytes")?.as_f64()?,
+        log2_extents: f.log2_extents,
+        flops: f.flops,
+        bytes: f.bytes,
     })
 }
 

@@ -613,6 +613,17 @@ mod tests {
     }
 
     #[test]
+    fn run_times_parse_exactly() {
+        // serde_json's default float parser can be one ulp off; exports must write back the
+        // very times TVM measured.
+        let line = br#"[0,[[[],[]],[4.7373875328084004e-05],{"kind":"llvm"},null]]"#;
+        assert_eq!(
+            parse_record_line(line).unwrap().run_secs,
+            vec![4.7373875328084004e-05]
+        );
+    }
+
+    #[test]
     fn record_lines_are_classified() {
         let good = br#"[0,[[[],[]],[1e-5,2e-5],{"kind":"llvm"},null]]"#;
         assert!(parse_record_line(good).is_ok());

@@ -47,7 +47,9 @@ use crate::error::{Result, SqliteContext};
 use crate::model::{features_from_json, Target, Toolchain, Trace, TraceDigest};
 use crate::store::Cache;
 use rusqlite::{params, OptionalExtension};
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 use tgc_canonicalize::{Features, TaskKey, TaskKeys};
 
 /// How neighbours are ranked; explicit limits instead of constants in loops.
@@ -183,6 +185,56 @@ struct Row {
     mean: f64,
 }
 
+/// Row ids are integers SQLite hands out: a multiplicative hash spreads them well and costs
+/// far less than SipHash on the lookup path (a crafted file could only make lookups slower).
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_i64(&mut self, i: i64) {
+        self.0 = (self.0 ^ i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+}
+
+type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+type IdSet<K> = HashSet<K, BuildHasherDefault<IdHasher>>;
+
+/// The scan of a neighbour tier: tasks of the group (`?1`) other than the excluded key
+/// (`?2`) that have records on the target (`?3`) [and toolchain (`?4`)]. The caller stops
+/// reading after `max_scanned` rows: a bound `LIMIT ?` makes SQLite re-prepare the
+/// statement whenever the binding changes (measured: on every lookup). Separate statements
+/// with and without the toolchain keep each plan simple.
+fn neighbour_sql(tier: Tier, with_toolchain: bool) -> &'static str {
+    match (tier, with_toolchain) {
+        (Tier::Structural, true) => {
+            "SELECT t.id, t.features_json FROM tasks t WHERE t.structural_key = ?1 AND t.exact_key <> ?2
+               AND EXISTS (SELECT 1 FROM records r WHERE r.task_id = t.id AND r.target_id = ?3 AND r.toolchain_id = ?4)"
+        }
+        (Tier::Structural, false) => {
+            "SELECT t.id, t.features_json FROM tasks t WHERE t.structural_key = ?1 AND t.exact_key <> ?2
+               AND EXISTS (SELECT 1 FROM records r WHERE r.task_id = t.id AND r.target_id = ?3)"
+        }
+        (_, true) => {
+            "SELECT t.id, t.features_json FROM tasks t WHERE t.family_key = ?1 AND t.structural_key <> ?2
+               AND EXISTS (SELECT 1 FROM records r WHERE r.task_id = t.id AND r.target_id = ?3 AND r.toolchain_id = ?4)"
+        }
+        (_, false) => {
+            "SELECT t.id, t.features_json FROM tasks t WHERE t.family_key = ?1 AND t.structural_key <> ?2
+               AND EXISTS (SELECT 1 FROM records r WHERE r.task_id = t.id AND r.target_id = ?3)"
+        }
+    }
+}
+
 fn size_distance(a: &Features, b: &Features) -> f64 {
     let ratio = |x: f64, y: f64| ((x + 1.0) / (y + 1.0)).log2().abs();
     ratio(a.flops, b.flops) + ratio(a.bytes, b.bytes)
@@ -246,14 +298,14 @@ impl Cache {
                 Some(tc) => tx
                     .prepare_cached(
                         "SELECT id, trace_id, mean_latency FROM records
-                         WHERE task_id = ?1 AND target_id = ?2 AND toolchain_id = ?3 ORDER BY mean_latency, id",
+                         WHERE task_id = ?1 AND target_id = ?2 AND toolchain_id = ?3 ORDER BY mean_latency, trace_id",
                     )
                     .and_then(|mut s| s.query_map(params![task_id, target_id, tc], map)?.collect())
                     .at(path),
                 None => tx
                     .prepare_cached(
                         "SELECT id, trace_id, mean_latency FROM records
-                         WHERE task_id = ?1 AND target_id = ?2 ORDER BY mean_latency, id",
+                         WHERE task_id = ?1 AND target_id = ?2 ORDER BY mean_latency, trace_id",
                     )
                     .and_then(|mut s| s.query_map(params![task_id, target_id], map)?.collect())
                     .at(path),
@@ -261,7 +313,7 @@ impl Cache {
         };
 
         let mut hits: Vec<Hit> = Vec::new();
-        let mut seen: HashSet<i64> = HashSet::new();
+        let mut seen: IdSet<i64> = IdSet::default();
         let exact_key = q.keys.exact.to_string();
         let exact_id: Option<i64> = tx
             .prepare_cached("SELECT id FROM tasks WHERE exact_key = ?1")
@@ -312,44 +364,27 @@ impl Cache {
         }
 
         // Tiers 3 and 4: neighbours, ranked by distance and averaged rank.
-        let neighbour_tiers = [
-            (
-                Tier::Structural,
-                "SELECT t.id, t.features_json FROM tasks t WHERE t.structural_key = ?1 AND t.exact_key <> ?2
-                   AND EXISTS (SELECT 1 FROM records r WHERE r.task_id = t.id AND r.target_id = ?3
-                               AND (?4 IS NULL OR r.toolchain_id = ?4))
-                 LIMIT ?5",
-                q.keys.structural.to_string(),
-                exact_key.clone(),
-            ),
-            (
-                Tier::Family,
-                "SELECT t.id, t.features_json FROM tasks t WHERE t.family_key = ?1 AND t.structural_key <> ?2
-                   AND EXISTS (SELECT 1 FROM records r WHERE r.task_id = t.id AND r.target_id = ?3
-                               AND (?4 IS NULL OR r.toolchain_id = ?4))
-                 LIMIT ?5",
-                q.keys.family.to_string(),
-                q.keys.structural.to_string(),
-            ),
-        ];
-        for (tier, sql, group_key, exclude_key) in neighbour_tiers {
+        for tier in [Tier::Structural, Tier::Family] {
             if hits.len() >= q.limit {
                 break;
             }
+            let (group_key, exclude_key) = match tier {
+                Tier::Structural => (q.keys.structural.to_string(), exact_key.clone()),
+                _ => (q.keys.family.to_string(), q.keys.structural.to_string()),
+            };
+            let max_scanned = self.config.ranking.max_scanned;
+            let map = |r: &rusqlite::Row| Ok((r.get(0)?, r.get(1)?));
             let scanned: Vec<(i64, String)> = tx
-                .prepare_cached(sql)
-                .and_then(|mut s| {
-                    s.query_map(
-                        params![
-                            group_key,
-                            exclude_key,
-                            target_id,
-                            toolchain_filter,
-                            self.config.ranking.max_scanned as i64
-                        ],
-                        |r| Ok((r.get(0)?, r.get(1)?)),
-                    )?
-                    .collect()
+                .prepare_cached(neighbour_sql(tier, toolchain_filter.is_some()))
+                .and_then(|mut s| match toolchain_filter {
+                    Some(tc) => s
+                        .query_map(params![group_key, exclude_key, target_id, tc], map)?
+                        .take(max_scanned)
+                        .collect(),
+                    None => s
+                        .query_map(params![group_key, exclude_key, target_id], map)?
+                        .take(max_scanned)
+                        .collect(),
                 })
                 .at(path)?;
             let mut neighbours: Vec<(f64, i64)> = scanned
@@ -372,14 +407,14 @@ impl Cache {
             neighbours.truncate(self.config.ranking.max_neighbours);
 
             // Per trace: (nearest distance, its record there, sum of normalised ranks, tasks).
-            let mut per_trace: HashMap<i64, (f64, i64, f64, f64, u32)> = HashMap::new();
+            let mut per_trace: IdMap<i64, (f64, i64, f64, f64, u32)> = IdMap::default();
             for (d, task_id) in neighbours {
                 let rows = rows_of(task_id)?;
                 let n = rows.len();
-                let mut ranked_here: HashSet<i64> = HashSet::new();
+                let mut ranked_here: IdSet<i64> = IdSet::default();
                 for (i, row) in rows.into_iter().enumerate() {
                     // Across toolchains a trace may appear twice in one task: rank it once.
-                    if !ranked_here.insert(row.trace_id) {
+                    if toolchain_filter.is_none() && !ranked_here.insert(row.trace_id) {
                         continue;
                     }
                     let rho = if n > 1 {
@@ -436,36 +471,65 @@ impl Cache {
         }
 
         hits.truncate(q.limit);
+        // Source tasks and toolchains repeat across candidates: read each once.
+        let mut sources: IdMap<i64, (Option<TaskKey>, Option<u64>)> = IdMap::default();
+        let mut toolchains: IdMap<i64, Toolchain> = IdMap::default();
         let mut out = Vec::with_capacity(hits.len());
         for hit in hits {
-            let row = tx
+            let (task_id, toolchain_id, mean, n, model, task_name, trace_json, digest) = tx
                 .prepare_cached(
-                    "SELECT r.mean_latency, r.num_samples, r.model, r.task_name, tr.trace_json, tr.digest,
-                            t.exact_key, t.tvm_hash, c.tvm_version, c.tvm_ffi_version
-                     FROM records r JOIN traces tr ON tr.id = r.trace_id JOIN tasks t ON t.id = r.task_id
-                          JOIN toolchains c ON c.id = r.toolchain_id
-                     WHERE r.id = ?1",
+                    "SELECT r.task_id, r.toolchain_id, r.mean_latency, r.num_samples, r.model, r.task_name,
+                            tr.trace_json, tr.digest
+                     FROM records r JOIN traces tr ON tr.id = r.trace_id WHERE r.id = ?1",
                 )
                 .and_then(|mut s| {
                     s.query_row([hit.record_id], |r| {
-                        let digest: Vec<u8> = r.get(5)?;
-                        let exact: Option<String> = r.get(6)?;
-                        let hash: Option<String> = r.get(7)?;
                         Ok((
-                            r.get::<_, f64>(0)?,
+                            r.get::<_, i64>(0)?,
                             r.get::<_, i64>(1)?,
-                            r.get::<_, Option<String>>(2)?,
-                            r.get::<_, Option<String>>(3)?,
-                            r.get::<_, String>(4)?,
-                            digest,
-                            exact,
-                            hash,
-                            Toolchain::new(r.get::<_, String>(8)?, r.get::<_, String>(9)?),
+                            r.get::<_, f64>(2)?,
+                            r.get::<_, i64>(3)?,
+                            r.get::<_, Option<String>>(4)?,
+                            r.get::<_, Option<String>>(5)?,
+                            r.get::<_, String>(6)?,
+                            r.get::<_, Vec<u8>>(7)?,
                         ))
                     })
                 })
                 .at(path)?;
-            let (mean, n, model, task_name, trace_json, digest, exact, hash, toolchain) = row;
+            if let Entry::Vacant(slot) = sources.entry(task_id) {
+                let source = tx
+                    .prepare_cached("SELECT exact_key, tvm_hash FROM tasks WHERE id = ?1")
+                    .and_then(|mut s| {
+                        s.query_row([task_id], |r| {
+                            let exact: Option<String> = r.get(0)?;
+                            let hash: Option<String> = r.get(1)?;
+                            Ok((
+                                exact.and_then(|k| k.parse().ok()),
+                                hash.and_then(|h| h.parse().ok()),
+                            ))
+                        })
+                    })
+                    .at(path)?;
+                slot.insert(source);
+            }
+            if let Entry::Vacant(slot) = toolchains.entry(toolchain_id) {
+                let toolchain = tx
+                    .prepare_cached(
+                        "SELECT tvm_version, tvm_ffi_version FROM toolchains WHERE id = ?1",
+                    )
+                    .and_then(|mut s| {
+                        s.query_row([toolchain_id], |r| {
+                            Ok(Toolchain::new(
+                                r.get::<_, String>(0)?,
+                                r.get::<_, String>(1)?,
+                            ))
+                        })
+                    })
+                    .at(path)?;
+                slot.insert(toolchain);
+            }
+            let (exact_key, tvm_hash) = sources[&task_id];
             let digest = <[u8; 32]>::try_from(digest.as_slice())
                 .map(TraceDigest)
                 .unwrap_or(TraceDigest([0; 32]));
@@ -478,12 +542,12 @@ impl Cache {
                 rank_bias: hit.rank_bias,
                 score: hit.score,
                 source: SourceTask {
-                    exact_key: exact.and_then(|k| k.parse().ok()),
-                    tvm_hash: hash.and_then(|h| h.parse().ok()),
+                    exact_key,
+                    tvm_hash,
                     model,
                     task_name,
                 },
-                toolchain,
+                toolchain: toolchains[&toolchain_id].clone(),
             });
         }
         Ok(out)

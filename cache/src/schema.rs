@@ -188,7 +188,7 @@ mod tests {
     }
 
     #[test]
-    fn a_later_step_upgrades_an_old_cache_and_keeps_its_rows() {
+    fn a_later_step_upgrades_an_old_cache_and_an_old_binary_refuses_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.sqlite");
         let mut conn = open(&path);
@@ -198,35 +198,29 @@ mod tests {
             [],
         )
         .unwrap();
-        let v2 = [
-            Migration {
-                description: MIGRATIONS[0].description,
-                sql: MIGRATIONS[0].sql,
-            },
-            Migration {
-                description: "add a note column",
-                sql: "ALTER TABLE targets ADD COLUMN note TEXT;",
-            },
-        ];
-        migrate(&mut conn, &path, &v2).unwrap();
-        assert_eq!(user_version(&conn, &path).unwrap(), 2);
+        let mut next: Vec<Migration> = MIGRATIONS
+            .iter()
+            .map(|m| Migration {
+                description: m.description,
+                sql: m.sql,
+            })
+            .collect();
+        next.push(Migration {
+            description: "add a note column",
+            sql: "ALTER TABLE targets ADD COLUMN note TEXT;",
+        });
+        migrate(&mut conn, &path, &next).unwrap();
+        assert_eq!(user_version(&conn, &path).unwrap(), SCHEMA_VERSION + 1);
         let n: i64 = conn
             .query_row("SELECT count(*) FROM targets WHERE note IS NULL", [], |r| {
                 r.get(0)
             })
             .unwrap();
         assert_eq!(n, 1);
-        // The old binary now refuses the newer cache.
+        // The current binary now refuses the newer cache.
         let err = migrate(&mut conn, &path, MIGRATIONS).unwrap_err();
         assert!(
-            matches!(
-                err,
-                CacheError::SchemaTooNew {
-                    found: 2,
-                    supported: 1,
-                    ..
-                }
-            ),
+            matches!(err, CacheError::SchemaTooNew { found, supported, .. } if found == SCHEMA_VERSION + 1 && supported == SCHEMA_VERSION),
             "{err}"
         );
     }

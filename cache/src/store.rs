@@ -25,6 +25,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// Default number of records kept per (task, target, toolchain).
 pub const DEFAULT_BEST_K: usize = 32;
 
+/// Bytes of the cache file mapped into memory for reads.
+const MMAP_BYTES: i64 = 1 << 30;
+/// SQLite page cache per connection, in KiB.
+const PAGE_CACHE_KIB: i64 = 32 * 1024;
+
 /// Limits and policies of one cache handle.
 #[derive(Clone, Debug)]
 pub struct CacheConfig {
@@ -162,6 +167,8 @@ impl Cache {
         }
         let mut conn = Connection::open_with_flags(&path, flags).at(&path)?;
         conn.busy_timeout(config.busy_timeout).at(&path)?;
+        // Lookup and write paths together use about 20 distinct statements; keep all prepared.
+        conn.set_prepared_statement_cache_capacity(64);
         // Cache files are data from elsewhere: refuse schema tricks (no functions with side
         // effects in views or triggers, no writable sqlite_schema).
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)
@@ -172,6 +179,11 @@ impl Cache {
         schema::user_version(&conn, &path)?;
         enable_wal(&conn, &path, config.busy_timeout)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
+            .at(&path)?;
+        // Lookups read through a memory map and keep hot index pages in a larger page cache.
+        conn.pragma_update(None, "mmap_size", MMAP_BYTES)
+            .at(&path)?;
+        conn.pragma_update(None, "cache_size", -PAGE_CACHE_KIB)
             .at(&path)?;
         conn.pragma_update(None, "foreign_keys", true).at(&path)?;
         schema::migrate(&mut conn, &path, schema::MIGRATIONS)?;
@@ -237,6 +249,38 @@ impl Cache {
                 r,
                 &mut summary,
             )?;
+        }
+        tx.commit().at(&path)?;
+        Ok(summary)
+    }
+
+    /// Stores the records of many tasks on one target and toolchain in one transaction
+    /// (bulk loads: a whole tuning log, a benchmark database). Same rules as [`Cache::put`].
+    pub fn put_batch<'r>(
+        &mut self,
+        target: &Target,
+        toolchain: &Toolchain,
+        entries: impl IntoIterator<Item = (&'r TaskEntry, &'r [NewRecord])>,
+    ) -> Result<PutSummary> {
+        let path = self.path.clone();
+        let tx = self.write_tx()?;
+        let mut w = Writer::new(&tx, &path)?;
+        let target_id = w.target(target)?;
+        let toolchain_id = w.toolchain(toolchain)?;
+        let mut summary = PutSummary::default();
+        for (task, records) in entries {
+            let task_id = w.tgc_task(task)?;
+            for r in records {
+                w.record(
+                    Group {
+                        task_id,
+                        target_id,
+                        toolchain_id,
+                    },
+                    r,
+                    &mut summary,
+                )?;
+            }
         }
         tx.commit().at(&path)?;
         Ok(summary)

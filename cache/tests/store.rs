@@ -488,10 +488,11 @@ fn a_newer_schema_is_refused_not_downgraded() {
     }
     let err = Cache::open(&path).err().unwrap();
     let msg = one_line_naming(&err, &path);
-    assert!(
-        msg.contains("schema version 99 is newer than this tgc supports (1)"),
-        "{msg}"
+    let expected = format!(
+        "schema version 99 is newer than this tgc supports ({})",
+        tgc_cache::schema::SCHEMA_VERSION
     );
+    assert!(msg.contains(&expected), "{msg}");
     let conn = rusqlite::Connection::open(&path).unwrap();
     let v: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))

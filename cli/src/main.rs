@@ -3,6 +3,7 @@
 //! Every error is reported as one line on stderr (`error: ...`, naming the file and the
 //! problem) with exit code 1; nothing a user types can make it panic or print a backtrace.
 
+mod cache;
 mod import;
 mod input;
 mod opt;
@@ -38,6 +39,8 @@ enum Command {
     Tasks(tasks::TasksArgs),
     /// Tune a model with TVM MetaSchedule, seeded from the cache, and write the results back.
     Tune(tune::TuneArgs),
+    /// Inspect and maintain the task cache: stats, import, export, gc, verify.
+    Cache(cache::CacheArgs),
     /// Compare the tasks of several models: census, coverage matrix, structural neighbours.
     Similarity(similarity::SimilarityArgs),
     /// Write a built-in model (the TGC paper's CNNs, a BERT encoder) as text IR or ONNX.
@@ -83,6 +86,7 @@ fn main() -> ExitCode {
         Command::Import(args) => import::run(args),
         Command::Tasks(args) => tasks::run(args),
         Command::Tune(args) => tune::run(args),
+        Command::Cache(args) => cache::run(args),
         Command::Similarity(args) => similarity::run(args),
         Command::Zoo(args) => zoo::run(args),
         Command::Passes => {

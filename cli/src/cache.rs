@@ -1,0 +1,173 @@
+//! `tgc cache`: inspect and maintain the task cache (stats, MetaSchedule import/export, gc,
+//! verify).
+
+use anyhow::{bail, Result};
+use clap::{Args, Subcommand};
+use serde_json::json;
+use std::path::PathBuf;
+use tgc_cache::msdb::{self, ExportOptions};
+use tgc_cache::{Cache, Target, Toolchain};
+
+#[derive(Args)]
+pub struct CacheArgs {
+    #[command(subcommand)]
+    command: CacheCommand,
+    /// The cache file [default: $TGC_CACHE, else <user cache dir>/tgc/cache.sqlite].
+    #[arg(long, global = true, value_name = "PATH")]
+    cache: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum CacheCommand {
+    /// Counts of tasks, imported workloads, traces and records, per target and toolchain.
+    Stats {
+        /// Print JSON (schema `tgc.cache-stats/1`).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Import a MetaSchedule JSON database (a directory with database_workload.json and
+    /// database_tuning_record.json); unreadable lines are skipped and counted.
+    Import {
+        dir: PathBuf,
+        /// The TVM that measured the records, as TVM_VERSION/TVM_FFI_VERSION.
+        #[arg(long, value_name = "TVM/FFI", default_value_t = Toolchain::pinned().to_string())]
+        toolchain: String,
+    },
+    /// Export the records of one toolchain as a MetaSchedule JSON database directory.
+    Export {
+        dir: PathBuf,
+        /// Which toolchain's records, as TVM_VERSION/TVM_FFI_VERSION.
+        #[arg(long, value_name = "TVM/FFI", default_value_t = Toolchain::pinned().to_string())]
+        toolchain: String,
+        /// Only records of this target (TVM target config JSON); default all targets.
+        #[arg(long, value_name = "JSON")]
+        target: Option<String>,
+    },
+    /// Keep only the best k records per task, target and toolchain, drop rows no record
+    /// uses, and checkpoint the write-ahead log.
+    Gc {
+        /// Set k (kept from then on) before collecting.
+        #[arg(long, value_name = "K")]
+        best_k: Option<usize>,
+        /// Also rewrite the file to return free space to the file system.
+        #[arg(long)]
+        vacuum: bool,
+    },
+    /// Check SQLite integrity, foreign keys and the cache's invariants; exit 1 on a problem.
+    Verify,
+}
+
+fn cache_path(arg: Option<PathBuf>) -> Result<PathBuf> {
+    Ok(match arg {
+        Some(p) => p,
+        None => Cache::default_path()?,
+    })
+}
+
+fn mb(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / 1e6)
+}
+
+pub fn run(args: CacheArgs) -> Result<()> {
+    let path = cache_path(args.cache)?;
+    match args.command {
+        CacheCommand::Stats { json } => {
+            let s = Cache::open_existing(&path)?.stats()?;
+            if json {
+                let doc = json!({
+                    "schema": "tgc.cache-stats/1",
+                    "path": s.path,
+                    "schema_version": s.schema_version,
+                    "best_k": s.best_k,
+                    "tasks": s.tasks,
+                    "imported_workloads": s.imported_workloads,
+                    "linked_workloads": s.linked_workloads,
+                    "traces": s.traces,
+                    "records": s.records,
+                    "file_bytes": s.file_bytes,
+                    "targets": s.targets.iter().map(|(kind, config, records)| json!({"kind": kind, "config": config, "records": records})).collect::<Vec<_>>(),
+                    "toolchains": s.toolchains.iter().map(|(t, records)| json!({"tvm": t.tvm, "tvm_ffi": t.tvm_ffi, "records": records})).collect::<Vec<_>>(),
+                });
+                println!("{}", serde_json::to_string_pretty(&doc)?);
+            } else {
+                println!(
+                    "{}: schema {}, {}",
+                    s.path.display(),
+                    s.schema_version,
+                    mb(s.file_bytes)
+                );
+                println!("best k:     {}", s.best_k);
+                println!("tasks:      {} tgc tasks, {} imported workloads ({} linked to a tgc task by TVM hash)", s.tasks, s.imported_workloads, s.linked_workloads);
+                println!("records:    {} ({} distinct traces)", s.records, s.traces);
+                println!("targets:");
+                for (kind, config, records) in &s.targets {
+                    println!("  {kind:<8} {records:>9} records  {config}");
+                }
+                println!("toolchains:");
+                for (t, records) in &s.toolchains {
+                    println!(
+                        "  tvm {} / tvm-ffi {} {records:>9} records",
+                        t.tvm, t.tvm_ffi
+                    );
+                }
+            }
+        }
+        CacheCommand::Import { dir, toolchain } => {
+            let toolchain = Toolchain::parse(&toolchain)?;
+            let mut cache = Cache::open(&path)?;
+            let summary = msdb::import(&mut cache, &dir, &toolchain)?;
+            println!("{summary}");
+        }
+        CacheCommand::Export {
+            dir,
+            toolchain,
+            target,
+        } => {
+            let toolchain = Toolchain::parse(&toolchain)?;
+            let target = target.as_deref().map(Target::parse).transpose()?;
+            let cache = Cache::open_existing(&path)?;
+            let summary = msdb::export(&cache, &dir, &ExportOptions { toolchain, target })?;
+            println!("{summary}");
+        }
+        CacheCommand::Gc { best_k, vacuum } => {
+            let mut cache = Cache::open_existing(&path)?;
+            if let Some(k) = best_k {
+                cache.set_best_k(k)?;
+            }
+            let g = cache.gc(vacuum)?;
+            println!(
+                "{}: removed {} records, {} traces, {} tasks, {} targets, {} toolchains; {} -> {}",
+                path.display(),
+                g.records,
+                g.traces,
+                g.tasks,
+                g.targets,
+                g.toolchains,
+                mb(g.bytes_before),
+                mb(g.bytes_after)
+            );
+        }
+        CacheCommand::Verify => {
+            let report = Cache::open_existing(&path)?.verify()?;
+            if !report.is_ok() {
+                for p in &report.problems {
+                    println!("{}: {p}", path.display());
+                }
+                bail!(
+                    "{}: verify found {} problems (listed above)",
+                    path.display(),
+                    report.problems.len()
+                );
+            }
+            println!(
+                "{}: ok ({} tasks, {} traces, {} records; {} unused rows for gc)",
+                path.display(),
+                report.tasks,
+                report.traces,
+                report.records,
+                report.unreferenced
+            );
+        }
+    }
+    Ok(())
+}
