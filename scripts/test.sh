@@ -8,4 +8,4 @@ bash scripts/deps.sh
 TGC_PYTHON="${TGC_PYTHON:-$(bash tvm/python/bootstrap.sh | tail -n 1)}"
 export TGC_PYTHON
 bash tvm/python/run_tests.sh "$TGC_PYTHON"
-cargo test --workspace --locked "$@"
+cargo test --workspace --locked --no-fail-fast "$@"
