@@ -199,29 +199,9 @@ fn inceptionv3_agrees_with_tvm() {
     check("keras-inceptionv3.onnx");
 }
 
-/// The pinned TVM venv's python: `$TGC_PYTHON`, else what `tvm/python/bootstrap.sh` prints
-/// (it creates the venv on first use).
+/// The pinned TVM venv's python (`$TGC_PYTHON`, else `tvm/python/bootstrap.sh`).
 fn tvm_python() -> PathBuf {
-    if let Ok(p) = std::env::var("TGC_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let out = std::process::Command::new("bash")
-        .arg(root().join("tvm/python/bootstrap.sh"))
-        .output()
-        .expect("bash runs");
-    assert!(
-        out.status.success(),
-        "bootstrap.sh failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    PathBuf::from(
-        stdout
-            .lines()
-            .last()
-            .expect("bootstrap.sh prints the venv python")
-            .trim(),
-    )
+    tgc_tvm::find_python().unwrap_or_else(|e| panic!("no TVM python: {e}"))
 }
 
 /// Our op histogram in TVM's terms, right after import. Two ops differ by design: TVM's

@@ -40,22 +40,9 @@ fn zoo() -> Vec<(&'static str, Module)> {
         .collect()
 }
 
-/// The pinned TVM venv's python: `$TGC_PYTHON`, else what `tvm/python/bootstrap.sh` prints.
+/// The pinned TVM venv's python (`$TGC_PYTHON`, else `tvm/python/bootstrap.sh`).
 fn tvm_python() -> PathBuf {
-    if let Ok(p) = std::env::var("TGC_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let out = std::process::Command::new("bash")
-        .arg(root().join("tvm/python/bootstrap.sh"))
-        .output()
-        .expect("bash runs");
-    assert!(
-        out.status.success(),
-        "bootstrap.sh failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    PathBuf::from(stdout.lines().last().expect("a python path").trim())
+    tgc_tvm::find_python().unwrap_or_else(|e| panic!("no TVM python: {e}"))
 }
 
 #[test]

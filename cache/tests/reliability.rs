@@ -177,7 +177,10 @@ fn writers_killed_at_random_moments_leave_a_sound_cache_and_keep_acknowledged_co
     let fixture = fixture();
     // No pruning in the acknowledging cache: a fast writer can commit more than the default
     // best 32 records per task before it is killed, and pruned records are not lost ones.
-    Cache::open(&acked).unwrap().set_best_k(1_000_000_000).unwrap();
+    Cache::open(&acked)
+        .unwrap()
+        .set_best_k(1_000_000_000)
+        .unwrap();
     let rounds = 24u64;
     let mut kills = 0;
     let mut acknowledged: HashMap<u64, Vec<u64>> = HashMap::new();
