@@ -179,29 +179,12 @@ fn strides(shape: &[i64]) -> Vec<usize> {
     s
 }
 
-/// Numpy broadcast of two shapes.
+/// Numpy broadcast of two shapes (the op registry's rule, with the frontend's error).
 pub(crate) fn broadcast_shape(a: &[i64], b: &[i64]) -> PResult<Vec<i64>> {
-    let rank = a.len().max(b.len());
-    let mut out = Vec::with_capacity(rank);
-    for i in 0..rank {
-        let da = if i + a.len() >= rank {
-            a[i + a.len() - rank]
-        } else {
-            1
-        };
-        let db = if i + b.len() >= rank {
-            b[i + b.len() - rank]
-        } else {
-            1
-        };
-        out.push(match (da, db) {
-            (x, y) if x == y => x,
-            (1, y) => y,
-            (x, 1) => x,
-            _ => bail!("shapes {a:?} and {b:?} do not broadcast"),
-        });
+    match crate::ops::broadcast_shapes(a, b) {
+        Ok(shape) => Ok(shape.to_vec()),
+        Err(_) => bail!("shapes {a:?} and {b:?} do not broadcast"),
     }
-    Ok(out)
 }
 
 /// For each element of `out_shape`, the index of the element of a tensor of `in_shape` that

@@ -10,7 +10,7 @@ mod tensor;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use infer::find_attr;
+pub(crate) use infer::{broadcast_shapes, find_attr};
 pub use infer::InferCtx;
 
 use crate::attr::{Attr, AttrKind, Attrs};
