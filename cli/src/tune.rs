@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tgc_cache::{Cache, NewRecord, Provenance, Target, TaskEntry, Toolchain, Trace, Workload};
-use tgc_canonicalize::{extract_tasks, Features, Task, TaskKeys};
+use tgc_canonicalize::{extract_tasks, Task};
 use tgc_ir::Module;
 use tgc_passes::annotate_cache::AnnotateCache;
 use tgc_passes::canonicalize::Canonicalize;
@@ -204,8 +204,9 @@ pub fn run(args: TuneArgs) -> Result<()> {
         // Look the task up now: records written earlier in this run count.
         let (candidates, refs) = match &cache {
             Some(c) => {
-                let found = annotate_lookup(&annotate, c, f)?;
-                let refs: Vec<CandidateRef> = found.iter().map(candidate_ref).collect();
+                let found = annotate.lookup(c, f).map_err(|e| anyhow!(e))?;
+                let refs: Vec<CandidateRef> =
+                    found.iter().map(CandidateRef::from_candidate).collect();
                 (found, refs)
             }
             None => (Vec::new(), Vec::new()),
@@ -366,32 +367,6 @@ pub fn run(args: TuneArgs) -> Result<()> {
         }
     }
     Ok(())
-}
-
-fn annotate_lookup(
-    a: &AnnotateCache,
-    cache: &Cache,
-    f: &tgc_ir::Function,
-) -> Result<Vec<tgc_cache::Candidate>> {
-    let keys = TaskKeys::of(f);
-    let features = Features::of(f);
-    cache
-        .candidates(&keys, &features, &a.target, &a.toolchain, a.limit)
-        .map_err(|e| anyhow!("task {}: {e}", f.name))
-}
-
-fn candidate_ref(c: &tgc_cache::Candidate) -> CandidateRef {
-    CandidateRef {
-        tier: c.tier.name().to_string(),
-        trace: c.trace.digest().to_string(),
-        latency_s: c.mean_latency,
-        distance: c.distance,
-        source: format!(
-            "{}/{}",
-            c.source.model.as_deref().unwrap_or("?"),
-            c.source.task_name.as_deref().unwrap_or("?")
-        ),
-    }
 }
 
 /// Builds the whole model with the best trace per task and times it.

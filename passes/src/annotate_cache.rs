@@ -4,9 +4,9 @@
 use crate::pass::{OptionKind, OptionSpec, Pass, PassError, PassInfo, PassOptions};
 use crate::seeding::{resolve_target, CandidateRef};
 use std::path::PathBuf;
-use tgc_cache::{Cache, Target, Toolchain};
+use tgc_cache::{Cache, Candidate, Target, Toolchain};
 use tgc_canonicalize::{Features, TaskKeys};
-use tgc_ir::{Attr, Module};
+use tgc_ir::{Attr, Function, Module};
 
 pub const CANDIDATES_ATTR: &str = "tgc.candidates";
 
@@ -62,6 +62,34 @@ pub struct AnnotateCache {
     pub limit: usize,
 }
 
+impl AnnotateCache {
+    /// The cache's candidates for one task function, ranked (see tgc-cache's retrieval).
+    pub fn lookup(&self, cache: &Cache, f: &Function) -> Result<Vec<Candidate>, String> {
+        let keys = TaskKeys::of(f);
+        let features = Features::of(f);
+        cache
+            .candidates(&keys, &features, &self.target, &self.toolchain, self.limit)
+            .map_err(|e| format!("@{}: {e}", f.name))
+    }
+}
+
+impl CandidateRef {
+    /// The annotation for a cache candidate.
+    pub fn from_candidate(c: &Candidate) -> CandidateRef {
+        CandidateRef {
+            tier: c.tier.name().to_string(),
+            trace: c.trace.digest().to_string(),
+            latency_s: c.mean_latency,
+            distance: c.distance,
+            source: format!(
+                "{}/{}",
+                c.source.model.as_deref().unwrap_or("?"),
+                c.source.task_name.as_deref().unwrap_or("?")
+            ),
+        }
+    }
+}
+
 impl Pass for AnnotateCache {
     fn info(&self) -> &'static PassInfo {
         &INFO
@@ -77,28 +105,12 @@ impl Pass for AnnotateCache {
         for f in module.functions.values_mut().filter(|f| f.is_primitive()) {
             let mut list = Vec::new();
             if let Some(cache) = &cache {
-                let keys = TaskKeys::of(f);
-                let features = Features::of(f);
-                let found = cache
-                    .candidates(&keys, &features, &self.target, &self.toolchain, self.limit)
-                    .map_err(|e| PassError(format!("@{}: {e}", f.name)))?;
-                for c in found {
-                    let source = format!(
-                        "{}/{}",
-                        c.source.model.as_deref().unwrap_or("?"),
-                        c.source.task_name.as_deref().unwrap_or("?")
-                    );
-                    list.push(
-                        CandidateRef {
-                            tier: c.tier.name().to_string(),
-                            trace: c.trace.digest().to_string(),
-                            latency_s: c.mean_latency,
-                            distance: c.distance,
-                            source,
-                        }
-                        .to_attr(),
-                    );
-                }
+                let found = self.lookup(cache, f).map_err(PassError)?;
+                list.extend(
+                    found
+                        .iter()
+                        .map(|c| CandidateRef::from_candidate(c).to_attr()),
+                );
             }
             f.attrs.insert(CANDIDATES_ATTR.into(), Attr::List(list));
         }

@@ -10,8 +10,8 @@ mod tensor;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use infer::{broadcast_shapes, find_attr};
 pub use infer::InferCtx;
+pub(crate) use infer::{broadcast_shapes, find_attr};
 
 use crate::attr::{Attr, AttrKind, Attrs};
 use crate::ty::TensorType;
