@@ -254,6 +254,35 @@ impl Cache {
         self.lookup(&Query::new(keys, features, target, toolchain, limit))
     }
 
+    /// The TVM workload (IRModule JSON as `tvm.ir.save_json` writes it) of the task a
+    /// candidate was measured on, when the cache has it. Seeds from other tasks replay
+    /// better with it: the worker then knows the shapes and blocks the trace was made for
+    /// (tile repair, anchor transfer). Kept out of [`Cache::lookup`], which stays cheap; the
+    /// caller asks only for the seeds it sends.
+    pub fn source_workload(&self, source: &SourceTask) -> Result<Option<String>> {
+        let path = &self.path;
+        let row = match (&source.exact_key, source.tvm_hash) {
+            (Some(k), _) => self
+                .conn
+                .prepare_cached("SELECT workload_json FROM tasks WHERE exact_key = ?1")
+                .and_then(|mut s| {
+                    s.query_row([k.to_string()], |r| r.get::<_, Option<String>>(0))
+                        .optional()
+                }),
+            (None, Some(h)) => self
+                .conn
+                .prepare_cached(
+                    "SELECT workload_json FROM tasks WHERE tvm_hash = ?1 AND exact_key IS NULL",
+                )
+                .and_then(|mut s| {
+                    s.query_row([h.to_string()], |r| r.get::<_, Option<String>>(0))
+                        .optional()
+                }),
+            (None, None) => return Ok(None),
+        };
+        Ok(row.at(path)?.flatten().filter(|j| !j.is_empty()))
+    }
+
     /// The candidates for a full query (TVM hash tier, across toolchains).
     pub fn lookup(&self, q: &Query) -> Result<Vec<Candidate>> {
         let path = &self.path;

@@ -340,6 +340,91 @@ fn imported_workloads_are_found_through_the_tvm_hash() {
 }
 
 #[test]
+fn candidates_lead_to_their_source_workload() {
+    let (_d, _p, mut cache) = temp_cache();
+    // A structural neighbour the bridge lowered (its TVM workload is stored), another one
+    // that was never lowered, and a MetaSchedule import known only by its TVM hash.
+    let mut lowered = synth::task(1, 0, 1);
+    lowered.workload = Some(Workload {
+        tvm_hash: 7,
+        json: "{\"root_index\":1}".into(),
+    });
+    let bare = synth::task(1, 0, 2);
+    cache
+        .put(&lowered, &llvm(), &tc(), &[record_with(1, 1e-4)])
+        .unwrap();
+    cache
+        .put(&bare, &llvm(), &tc(), &[record_with(2, 2e-4)])
+        .unwrap();
+    let query = synth::task(1, 0, 3);
+    let (target, toolchain) = (llvm(), tc());
+    let c = cache
+        .lookup(&Query::new(
+            &query.keys,
+            &query.features,
+            &target,
+            &toolchain,
+            10,
+        ))
+        .unwrap();
+    assert_eq!(c.len(), 2);
+    let by_source = |key| c.iter().find(|c| c.source.exact_key == Some(key)).unwrap();
+    assert_eq!(
+        cache
+            .source_workload(&by_source(lowered.keys.exact).source)
+            .unwrap()
+            .as_deref(),
+        Some("{\"root_index\":1}")
+    );
+    assert_eq!(
+        cache
+            .source_workload(&by_source(bare.keys.exact).source)
+            .unwrap(),
+        None
+    );
+
+    // an imported MetaSchedule workload: found through its hash
+    let imported = tgc_cache::SourceTask {
+        exact_key: None,
+        tvm_hash: Some(42),
+        model: None,
+        task_name: None,
+    };
+    assert_eq!(cache.source_workload(&imported).unwrap(), None);
+    let mut hashed = synth::task(3, 0, 0);
+    hashed.workload = Some(Workload {
+        tvm_hash: 42,
+        json: "{}".into(),
+    });
+    cache
+        .put(&hashed, &llvm(), &tc(), &[record_with(3, 1e-4)])
+        .unwrap();
+    assert_eq!(
+        cache.source_workload(&imported).unwrap(),
+        None,
+        "a tgc task with that hash is not an imported workload"
+    );
+
+    // a real MetaSchedule database import: its workload comes back by hash
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ms-llvm");
+    tgc_cache::msdb::import(&mut cache, &dir, &tc()).unwrap();
+    let first = std::fs::read_to_string(dir.join("database_workload.json")).unwrap();
+    let row: serde_json::Value = serde_json::from_str(first.lines().next().unwrap()).unwrap();
+    let hash: u64 = row[0].as_str().unwrap().parse().unwrap();
+    let json = cache
+        .source_workload(&tgc_cache::SourceTask {
+            tvm_hash: Some(hash),
+            ..imported
+        })
+        .unwrap()
+        .expect("the imported workload");
+    assert_eq!(
+        json,
+        tgc_cache::msdb::decode_workload_payload(row[1].as_str().unwrap()).unwrap()
+    );
+}
+
+#[test]
 fn gc_removes_what_no_record_uses() {
     let (_d, path, mut cache) = temp_cache();
     for m in 0..5 {

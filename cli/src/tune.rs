@@ -93,6 +93,10 @@ struct TaskReport {
     stopped: String,
     wall_s: f64,
     written: usize,
+    /// Per measured batch: seconds into the task, trials so far, best so far (the worker's).
+    history: Value,
+    /// How the measured seeds replayed: exact / repaired / anchor -> count.
+    seed_modes: Value,
 }
 
 fn u(v: &Value) -> u64 {
@@ -218,17 +222,31 @@ pub fn run(args: TuneArgs) -> Result<()> {
             seed_plan.seeds.len(),
             seed_plan.tier
         ));
-        let seeds: Vec<Value> = seed_plan
-            .seeds
-            .iter()
-            .filter_map(|d| {
-                candidates
-                    .iter()
-                    .find(|c| &c.trace.digest().to_string() == d)
-            })
-            .map(|c| serde_json::from_str::<Value>(c.trace.json()).unwrap_or(Value::Null))
-            .filter(|v| !v.is_null())
-            .collect();
+        // Each seed goes with the TVM workload of the task it was measured on, when the
+        // cache has it: the worker then repairs tiles or transfers the anchor block's
+        // schedule instead of taking another task's trace for an exact one.
+        let mut seeds: Vec<Value> = Vec::new();
+        for d in &seed_plan.seeds {
+            let Some(c) = candidates
+                .iter()
+                .find(|c| &c.trace.digest().to_string() == d)
+            else {
+                continue;
+            };
+            let Ok(trace) = serde_json::from_str::<Value>(c.trace.json()) else {
+                continue;
+            };
+            let source = match &cache {
+                Some(cache) => cache
+                    .source_workload(&c.source)
+                    .map_err(|e| anyhow!("task {}: {e}", task.name))?,
+                None => None,
+            };
+            seeds.push(match source {
+                Some(w) => json!({ "trace": trace, "source_workload": w }),
+                None => trace,
+            });
+        }
 
         let lowered = worker.call(
             "lower",
@@ -312,6 +330,8 @@ pub fn run(args: TuneArgs) -> Result<()> {
             stopped: result["stopped"].as_str().unwrap_or("?").to_string(),
             wall_s: result["wall_s"].as_f64().unwrap_or(0.0),
             written,
+            history: result["history"].clone(),
+            seed_modes: result["seed_modes"].clone(),
         };
         overall.println(format!(
             "  {:<40} {:<10} trials {:>4}  best {:>10}  {}",
@@ -473,6 +493,8 @@ fn report_json(
             "stopped": r.stopped,
             "wall_s": r.wall_s,
             "records_written": r.written,
+            "seed_modes": r.seed_modes,
+            "history": r.history,
         })).collect::<Vec<_>>(),
         "totals": {
             "tuning_wall_s": wall,

@@ -22,9 +22,13 @@ const MODEL: &str = r#"module @small {
 "#;
 
 fn tune(dir: &Path, report: &str) -> Value {
+    tune_model(dir, "small.tgc", report, &[])
+}
+
+fn tune_model(dir: &Path, model: &str, report: &str, extra: &[&str]) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_tgc"))
         .arg("tune")
-        .arg(dir.join("small.tgc"))
+        .arg(dir.join(model))
         .arg("--cache")
         .arg(dir.join("cache.sqlite"))
         .args([
@@ -39,6 +43,7 @@ fn tune(dir: &Path, report: &str) -> Value {
         // 2.2x between the two runs here; the exact-hit mechanism is what is tested, not
         // the machine's noise, so the bar is generous.
         .args(["--tolerance", "3"])
+        .args(extra)
         .arg("--report")
         .arg(dir.join(report))
         .arg("--work-dir")
@@ -71,6 +76,14 @@ fn tune_writes_back_and_the_second_run_hits_the_cache() {
         assert!(t["trials"].as_u64().unwrap() >= 1, "{t}");
         assert!(t["best_latency_s"].as_f64().unwrap() > 0.0, "{t}");
         assert!(t["records_written"].as_u64().unwrap() >= 1, "{t}");
+        let history = t["history"].as_array().expect("history");
+        let last = history.last().expect("at least one measured batch");
+        assert_eq!(last["trials"], t["trials"], "{t}");
+        let (h, b) = (
+            last["best_s"].as_f64().unwrap(),
+            t["best_latency_s"].as_f64().unwrap(),
+        );
+        assert!((h - b).abs() <= b * 1e-6, "{t}");
     }
     assert_eq!(first["end_to_end"]["outputs_match"], true);
 
@@ -82,6 +95,12 @@ fn tune_writes_back_and_the_second_run_hits_the_cache() {
         assert_eq!(
             t["trials"], t["seeds_tried"],
             "an exact hit measures only its seeds: {t}"
+        );
+        let modes = t["seed_modes"].as_object().expect("seed modes");
+        assert_eq!(
+            modes.keys().collect::<Vec<_>>(),
+            ["exact"],
+            "the source workload is this task's: {t}"
         );
     }
     assert_eq!(second["totals"]["tasks_by_tier"]["exact"], 2);
@@ -110,5 +129,20 @@ fn tune_writes_back_and_the_second_run_hits_the_cache() {
         2,
         "{ir}"
     );
+
+    // The same model at another spatial size: no exact key matches, the structural
+    // neighbours seed it, and their traces are repaired for the new extents (the worker
+    // got each seed's source workload from the cache, so none passes for exact).
+    std::fs::write(dir.join("wide.tgc"), MODEL.replace("16x16", "24x24")).expect("written");
+    let third = tune_model(&dir, "wide.tgc", "third.json", &["--no-measure"]);
+    for t in third["tasks"].as_array().expect("tasks") {
+        assert_eq!(t["tier"], "structural", "{t}");
+        let modes = t["seed_modes"].as_object().expect("seed modes");
+        assert!(
+            modes.contains_key("repaired") && !modes.contains_key("exact"),
+            "{t}"
+        );
+        assert!(t["trials"].as_u64().unwrap() >= 1, "{t}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -85,6 +85,39 @@ class TestReplay(unittest.TestCase):
             if not res["ok"]:
                 self.assertIn("anchor: failed", res["error"])
 
+    def test_source_workload_stands_for_source_task(self):
+        # what the cache stores for a task is `lower`'s workload_json; sent as
+        # source_workload it must enable the same modes as the tgc task itself
+        w = shared_worker()
+        src = conv_task("fused_conv2d_relu", tail="relu")
+        dst = conv_task("fused_conv2d_add_relu")
+        wl = w.call("lower", {"task": src, "target": LLVM})["workload_json"]
+        traces = sample(src, LLVM)
+        by_task = replay(dst, LLVM, [{"trace": t, "source_task": src} for t in traces])
+        by_workload = replay(dst, LLVM, [{"trace": t, "source_workload": wl} for t in traces])
+        self.assertEqual(by_workload, by_task)
+        self.assertIn("anchor", [r["mode"] for r in by_workload])
+        # a trace of another shape with its source workload: repaired, never "exact"
+        c16 = conv_task("c16", hw=16)
+        wl16 = w.call("lower", {"task": c16, "target": LLVM})["workload_json"]
+        for res in replay(conv_task("c32", hw=32), LLVM,
+                          [{"trace": t, "source_workload": wl16} for t in sample(c16, LLVM)]):
+            self.assertEqual((res["ok"], res["mode"]), (True, "repaired"), res)
+        # its own workload: exact
+        for res in replay(c16, LLVM, [{"trace": t, "source_workload": wl16} for t in sample(c16, LLVM)]):
+            self.assertEqual((res["ok"], res["mode"]), (True, "exact"), res)
+        # garbage is a one-line bad_params error naming the entry; the worker goes on
+        for bad, why in (("{not json", "not a TVM IRModule JSON"), (7, "must be a string")):
+            resp = w.request(
+                "replay",
+                {"task": dst, "target": LLVM, "traces": [{"trace": traces[0], "source_workload": bad}]},
+            )
+            self.assertEqual(resp["error"]["kind"], "bad_params", resp)
+            self.assertIn("traces[0].source_workload", resp["error"]["message"])
+            self.assertIn(why, resp["error"]["message"])
+            self.assertNotIn("\n", resp["error"]["message"])
+        self.assertEqual(len(replay(dst, LLVM, traces[:1])), 1)
+
     def test_cuda_without_gpu(self):
         w = shared_worker()
         task = conv_task("fused_conv2d_add_relu")

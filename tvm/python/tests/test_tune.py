@@ -97,6 +97,19 @@ class TestTune(unittest.TestCase):
         origins = {x["origin"] for x in r["records"]}
         self.assertIn("seed", origins)
         self.assertLessEqual(r["best_s"], r["seed_best_s"])
+        # one history entry per measured batch: time and trials grow, the best never rises,
+        # and the last entry is the run's result
+        h = r["history"]
+        self.assertEqual(len(h), r["rounds"])
+        self.assertEqual(h[0]["trials"], r["seeds_measured"])
+        self.assertEqual(h[0]["best_s"], r["seed_best_s"])
+        self.assertEqual(h[-1]["trials"], r["trials"])
+        for a, b in zip(h, h[1:]):
+            self.assertLess(a["trials"], b["trials"])
+            self.assertLessEqual(a["elapsed_s"], b["elapsed_s"])
+            self.assertLessEqual(b["best_s"], a["best_s"])
+        self.assertAlmostEqual(h[-1]["best_s"], r["best_s"], delta=r["best_s"] * 1e-6)
+        self.assertLessEqual(h[-1]["elapsed_s"], r["wall_s"])
 
     def test_build_and_measure(self):
         w = shared_worker()

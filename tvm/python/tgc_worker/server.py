@@ -95,6 +95,25 @@ def m_lower(params: dict) -> dict:
     }
 
 
+def _load_workload(text, where: str, task_name: str):
+    """A TVM IRModule from `tvm.ir.save_json` text (what `lower` returns as workload_json)."""
+    import tvm
+
+    if not isinstance(text, str):
+        raise WorkerError("bad_params", f"{where}.source_workload must be a string", task_name)
+    try:
+        mod = tvm.ir.load_json(text)
+    except Exception as e:  # noqa: BLE001 - TVM's JSON errors
+        raise WorkerError(
+            "bad_params", f"{where}.source_workload: not a TVM IRModule JSON: {one_line(e)}", task_name
+        )
+    if not isinstance(mod, tvm.IRModule):
+        raise WorkerError(
+            "bad_params", f"{where}.source_workload: a {type(mod).__name__}, not an IRModule", task_name
+        )
+    return mod
+
+
 def _traces(params: dict, key: str, task_name: str) -> list:
     """[(trace_json, source_workload | None)] from params[key]."""
     from .lower import lower_task
@@ -114,6 +133,8 @@ def _traces(params: dict, key: str, task_name: str) -> list:
                 )
             if item.get("source_task") is not None:
                 src = lower_task(parse_task(item["source_task"])).workload
+            elif item.get("source_workload") is not None:
+                src = _load_workload(item["source_workload"], f"{key}[{i}]", task_name)
             tj = item["trace"]
         else:
             tj = item

@@ -32,7 +32,10 @@ def _mean(run_secs) -> float:
 class TuneState:
     """What the strategy saw: read back after tuning."""
 
-    def __init__(self):
+    def __init__(self, t0: float | None = None):
+        self.t0 = time.time() if t0 is None else t0
+        # One entry per measured batch: seconds since the task started, trials so far, best.
+        self.history: list[dict] = []
         self.trials = 0
         self.rounds = 0  # measured batches, the seed batch included
         self.best_s = math.inf
@@ -169,6 +172,13 @@ class SeededSearch(PySearchStrategy):
         improved = batch_best < st.best_s
         if improved:
             st.best_s = batch_best
+        st.history.append(
+            {
+                "elapsed_s": round(time.time() - st.t0, 3),
+                "trials": st.trials,
+                "best_s": None if st.best_s == math.inf else st.best_s,
+            }
+        )
         if self.seed_batch is not None:
             modes = self.seed_batch
             self.seed_batch = None
@@ -245,7 +255,7 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
         inner = ms.search_strategy.EvolutionarySearch(**evo)
     except TypeError as e:
         raise WorkerError("bad_params", f"evolutionary: {e}", task)
-    state = TuneState()
+    state = TuneState(t0)
     strategy = SeededSearch(inner, seeds, max_trials, patience, cached, tol, state)
     from tvm.s_tir.meta_schedule.logging import get_loggers_from_work_dir
 
@@ -313,5 +323,6 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
         "rounds": state.rounds,
         "best_s": best,
         "stopped": state.stopped,
+        "history": state.history,
         "wall_s": round(time.time() - t0, 3),
     }
