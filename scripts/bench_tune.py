@@ -46,6 +46,8 @@ def tune(model, cache, report, args, extra=()):
            "--work-dir", str(pathlib.Path(report).with_suffix(""))]
     if args.max_tasks:
         cmd += ["--max-tasks", str(args.max_tasks)]
+    if args.no_measure:
+        cmd += ["--no-measure"]
     cmd += list(extra)
     print("$", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
@@ -142,6 +144,11 @@ def main() -> int:
     p.add_argument("--reach", type=float, default=0.0,
                    help="relative slack on stock's final best for time-to-reach")
     p.add_argument("--max-tasks", type=int, default=0)
+    p.add_argument("--seeded-args", default="",
+                   help="extra `tgc tune` arguments for A and B seeded, e.g. "
+                        "'--no-cost-model-warm-start' for an ablation")
+    p.add_argument("--no-measure", action="store_true",
+                   help="skip the whole-model builds (per-task latencies only)")
     p.add_argument("--out", default=None)
     p.add_argument("--reuse", action="store_true",
                    help="reuse reports already in --out (to recompute the comparison)")
@@ -152,18 +159,19 @@ def main() -> int:
     if cache.exists() and not args.reuse:
         sys.exit(f"{cache}: exists; use a fresh --out (or --reuse)")
 
-    a = tune(args.a, cache, out / "a_cold.json", args)
+    seeded_args = args.seeded_args.split()
+    a = tune(args.a, cache, out / "a_cold.json", args, seeded_args)
     pairs = []
     for i, b in enumerate(args.b):
         b_cache = out / f"b{i}_cache.sqlite"
         if not (args.reuse and b_cache.exists()):
             snapshot(cache, b_cache)
-        seeded = tune(b, b_cache, out / f"b{i}_seeded.json", args)
+        seeded = tune(b, b_cache, out / f"b{i}_seeded.json", args, seeded_args)
         stock = tune(b, out / "unused.sqlite", out / f"b{i}_stock.json", args, ["--no-cache"])
         pairs.append(report_pair(args, a, b, seeded, stock))
     summary = dict(a=args.a, trials=args.trials, population=args.population,
                    per_round=args.per_round, max_tasks=args.max_tasks, reach=args.reach,
-                   tolerance=args.tolerance, a_wall_s=a["totals"]["tuning_wall_s"],
+                   tolerance=args.tolerance, seeded_args=args.seeded_args, a_wall_s=a["totals"]["tuning_wall_s"],
                    a_trials=a["totals"]["trials"], a_e2e_ms=e2e(a), pairs=pairs)
     (out / "bench.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(f"reports in {out}")

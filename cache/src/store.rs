@@ -195,6 +195,26 @@ impl Cache {
         &self.path
     }
 
+    /// Where the warm-started cost model of a target and toolchain lives: a file beside
+    /// the cache (`<cache>.cost-models/<kind>-<digest>.tar`, MetaSchedule's XGB model tar,
+    /// written by the TVM worker). It depends only on the cache's path, so jobs that share
+    /// a cache share the model.
+    pub fn cost_model_path(cache_path: &Path, target: &Target, toolchain: &Toolchain) -> PathBuf {
+        let mut h = blake3::Hasher::new();
+        for part in [
+            target.canonical_json(),
+            toolchain.tvm.as_str(),
+            toolchain.tvm_ffi.as_str(),
+        ] {
+            h.update(part.as_bytes());
+            h.update(&[0]);
+        }
+        let digest = h.finalize().to_hex();
+        let mut dir = cache_path.as_os_str().to_owned();
+        dir.push(".cost-models");
+        PathBuf::from(dir).join(format!("{}-{}.tar", target.kind(), &digest[..16]))
+    }
+
     pub fn config(&self) -> &CacheConfig {
         &self.config
     }

@@ -73,6 +73,15 @@ pub struct TuneArgs {
     /// TVM's default schedules.
     #[arg(long)]
     max_tasks: Option<usize>,
+    /// The warm-started XGB cost model file (default: beside the cache, one per target
+    /// and toolchain). Each task loads it, so the search is guided from its first round
+    /// instead of sampling blindly until MetaSchedule's 100-sample warm-up, and merges its
+    /// measurements back after tuning.
+    #[arg(long, value_name = "FILE")]
+    cost_model: Option<PathBuf>,
+    /// Start every task with a cold cost model (MetaSchedule's default).
+    #[arg(long, conflicts_with = "cost_model")]
+    no_cost_model_warm_start: bool,
     /// Skip the final whole-model build and latency measurement.
     #[arg(long)]
     no_measure: bool,
@@ -97,6 +106,8 @@ struct TaskReport {
     history: Value,
     /// How the measured seeds replayed: exact / repaired / anchor -> count.
     seed_modes: Value,
+    /// Measurements the warm-started cost model held when the task began.
+    cost_model_warm: u64,
 }
 
 fn u(v: &Value) -> u64 {
@@ -133,6 +144,15 @@ pub fn run(args: TuneArgs) -> Result<()> {
     let cache_path = match &args.cache {
         Some(p) => p.clone(),
         None => Cache::default_path().map_err(|e| anyhow!("{e}"))?,
+    };
+    let cost_model = if args.no_cache || args.no_cost_model_warm_start {
+        None
+    } else {
+        Some(
+            args.cost_model
+                .clone()
+                .unwrap_or_else(|| Cache::cost_model_path(&cache_path, &target, &toolchain)),
+        )
     };
     let policy = SeedPolicy {
         trials: args.trials_per_task,
@@ -265,6 +285,9 @@ pub fn run(args: TuneArgs) -> Result<()> {
             "exact_tolerance": seed_plan.tolerance,
             "evolutionary": { "population_size": args.population },
         });
+        if let Some(cm) = &cost_model {
+            params["cost_model_file"] = json!(cm);
+        }
         if let Some(l) = seed_plan.cached_latency_s {
             params["cached_latency_s"] = json!(l);
         }
@@ -332,7 +355,15 @@ pub fn run(args: TuneArgs) -> Result<()> {
             written,
             history: result["history"].clone(),
             seed_modes: result["seed_modes"].clone(),
+            cost_model_warm: u(&result["cost_model"]["warm_samples"]),
         };
+        for e in result["cost_model"]["errors"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            overall.println(format!("warning: {}", e.as_str().unwrap_or_default()));
+        }
         overall.println(format!(
             "  {:<40} {:<10} trials {:>4}  best {:>10}  {}",
             report.name,
@@ -371,6 +402,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
             &reports,
             tuning_wall_s,
             measured.as_ref(),
+            cost_model.as_ref(),
         );
         write_output(
             Some(path),
@@ -471,6 +503,7 @@ fn report_json(
     reports: &[TaskReport],
     wall: f64,
     measured: Option<&Value>,
+    cost_model: Option<&PathBuf>,
 ) -> Value {
     let mut tiers: BTreeMap<String, usize> = BTreeMap::new();
     for r in reports {
@@ -482,6 +515,7 @@ fn report_json(
         "target": target,
         "no_cache": args.no_cache,
         "trials_per_task": args.trials_per_task,
+        "cost_model_file": cost_model,
         "tasks": reports.iter().map(|r| json!({
             "name": r.name,
             "occurrences": r.occurrences,
@@ -494,6 +528,7 @@ fn report_json(
             "wall_s": r.wall_s,
             "records_written": r.written,
             "seed_modes": r.seed_modes,
+            "cost_model_warm_samples": r.cost_model_warm,
             "history": r.history,
         })).collect::<Vec<_>>(),
         "totals": {

@@ -86,8 +86,22 @@ fn tune_writes_back_and_the_second_run_hits_the_cache() {
         assert!((h - b).abs() <= b * 1e-6, "{t}");
     }
     assert_eq!(first["end_to_end"]["outputs_match"], true);
+    // The cost model is warm-started from every task tuned before, in this run or earlier.
+    let model_file = first["cost_model_file"]
+        .as_str()
+        .expect("a cost model file");
+    assert!(Path::new(model_file).exists(), "{model_file}");
+    let mut before = 0;
+    for t in tasks {
+        assert_eq!(t["cost_model_warm_samples"], before, "{t}");
+        before += t["trials"].as_u64().unwrap();
+    }
 
     let second = tune(&dir, "second.json");
+    assert_eq!(
+        second["tasks"][0]["cost_model_warm_samples"], before,
+        "the second run starts from the first run's model"
+    );
     for t in second["tasks"].as_array().expect("tasks") {
         assert_eq!(t["tier"], "exact", "{t}");
         assert_eq!(t["stopped"], "exact_hit", "{t}");

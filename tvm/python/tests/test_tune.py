@@ -111,6 +111,41 @@ class TestTune(unittest.TestCase):
         self.assertAlmostEqual(h[-1]["best_s"], r["best_s"], delta=r["best_s"] * 1e-6)
         self.assertLessEqual(h[-1]["elapsed_s"], r["wall_s"])
 
+    def test_cost_model_warm_start(self):
+        path = os.path.join(self.tmp.name, "cm", "llvm.tar")
+        first = self.tune(task=matmul_task("mm_a", m=32, k=64, n=32), max_trials=8,
+                          trials_per_round=8, cost_model_file=path)
+        self.assertEqual(first["cost_model"]["warm_samples"], 0)
+        self.assertEqual(first["cost_model"]["saved_samples"], first["trials"])
+        self.assertEqual(first["cost_model"]["errors"], [])
+        self.assertTrue(os.path.exists(path))
+        # the next task starts from the first one's measurements and adds its own
+        second = self.tune(task=matmul_task("mm_b", m=64, k=32, n=16), max_trials=8,
+                           trials_per_round=8, cost_model_file=path)
+        self.assertEqual(second["cost_model"]["warm_samples"], first["trials"])
+        self.assertEqual(second["cost_model"]["saved_samples"], first["trials"] + second["trials"])
+        # a cap keeps the newest task's group only
+        third = self.tune(task=matmul_task("mm_c", m=16, k=16, n=16), max_trials=4,
+                          trials_per_round=4, cost_model_file=path, cost_model_max_samples=1)
+        self.assertEqual(third["cost_model"]["warm_samples"], first["trials"] + second["trials"])
+        self.assertEqual(third["cost_model"]["saved_samples"], third["trials"])
+        # a damaged file: reported with its path, the task tunes cold, the file is replaced
+        with open(path, "wb") as f:
+            f.write(b"not a tar")
+        fourth = self.tune(task=matmul_task("mm_d", m=16, k=32, n=16), max_trials=4,
+                           trials_per_round=4, cost_model_file=path)
+        self.assertEqual(fourth["cost_model"]["warm_samples"], 0)
+        (err,) = fourth["cost_model"]["errors"]
+        self.assertIn(path, err)
+        self.assertIn("unreadable cost model", err)
+        self.assertNotIn("\n", err)
+        self.assertEqual(fourth["cost_model"]["saved_samples"], fourth["trials"])
+        # bad parameter: one line naming it
+        resp = shared_worker().request("tune", {**FAST, "task": matmul_task("mm_e"), "target": LLVM,
+                                                "work_dir": self.tmp.name, "cost_model_file": 3})
+        self.assertEqual(resp["error"]["kind"], "bad_params")
+        self.assertIn("cost_model_file", resp["error"]["message"])
+
     def test_build_and_measure(self):
         w = shared_worker()
         c1 = conv_task("fused_conv2d_add_relu")

@@ -245,6 +245,10 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
     evo = params.get("evolutionary", {})
     runner_cfg = params.get("runner", {})
     cost_model_kind = params.get("cost_model", "xgb")
+    cost_model_file = params.get("cost_model_file")
+    if cost_model_file is not None and (not isinstance(cost_model_file, str) or not cost_model_file):
+        raise WorkerError("bad_params", "cost_model_file must be a path", task)
+    max_samples = _int_param(params, "cost_model_max_samples", 4096, 1, None, task)
     if not isinstance(evo, dict) or not isinstance(runner_cfg, dict):
         raise WorkerError("bad_params", "evolutionary and runner must be objects", task)
     if cost_model_kind not in ("xgb", "random"):
@@ -276,6 +280,13 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
     cost_model = ms.cost_model.CostModel.create(
         cost_model_kind, **({"num_tuning_cores": num_cores} if cost_model_kind == "xgb" else {})
     )
+    warm = {"loaded": False, "samples": 0, "error": None}
+    if cost_model_file and cost_model_kind == "xgb":
+        from .costmodel import load_into
+
+        warm = load_into(cost_model, cost_model_file)
+        if warm["error"]:
+            _log(warm["error"])
     ms.tune_tasks(
         tasks=[ctx],
         task_weights=[1.0],
@@ -291,6 +302,13 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
     )
     if state.stopped is None:
         state.stopped = "budget"
+    saved = {"saved": False, "samples": 0, "error": None}
+    if cost_model_file and cost_model_kind == "xgb":
+        from .costmodel import save_merged
+
+        saved = save_merged(cost_model, cost_model_file, max_samples)
+        if saved["error"]:
+            _log(saved["error"])
     workload = database.commit_workload(lt.workload)
     records = []
     for rec in database.get_top_k(workload, top_k):
@@ -324,5 +342,10 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
         "best_s": best,
         "stopped": state.stopped,
         "history": state.history,
+        "cost_model": {
+            "warm_samples": warm["samples"],
+            "saved_samples": saved["samples"],
+            "errors": [e for e in (warm["error"], saved["error"]) if e],
+        },
         "wall_s": round(time.time() - t0, 3),
     }
