@@ -25,6 +25,7 @@ Reports go to --out (JSON, schema tgc.tune/1), with a summary in bench.json.
 import argparse
 import json
 import pathlib
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -94,9 +95,14 @@ def compare(seeded, stock, tol):
 
 
 def snapshot(src, dst):
-    """Copy an SQLite cache consistently (WAL included) with SQLite's backup API."""
+    """Copy an SQLite cache consistently (WAL included) with SQLite's backup API, and the
+    warm-started cost models that live beside it."""
     with sqlite3.connect(src) as s, sqlite3.connect(dst) as d:
         s.backup(d)
+    models = pathlib.Path(str(src) + ".cost-models")
+    if models.is_dir():
+        shutil.copytree(models, str(dst) + ".cost-models", dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("*.lock", ".tgc-cost-model-*"))
 
 
 def e2e(r):

@@ -112,6 +112,9 @@ pub struct Candidate {
     /// Mean measured latency (seconds) of the trace on the source task.
     pub mean_latency: f64,
     pub num_samples: usize,
+    /// The search effort behind the record: trials measured on its task, by the run that
+    /// wrote it and the runs it resumed (provenance; `None` for MetaSchedule imports).
+    pub trials: Option<u32>,
     /// Feature distance between the query and the source task (0 for exact tiers).
     pub distance: f64,
     /// The averaged normalised rank in [0, 1] (the ranking bias).
@@ -505,10 +508,10 @@ impl Cache {
         let mut toolchains: IdMap<i64, Toolchain> = IdMap::default();
         let mut out = Vec::with_capacity(hits.len());
         for hit in hits {
-            let (task_id, toolchain_id, mean, n, model, task_name, trace_json, digest) = tx
+            let (task_id, toolchain_id, mean, n, model, task_name, trace_json, digest, trials) = tx
                 .prepare_cached(
                     "SELECT r.task_id, r.toolchain_id, r.mean_latency, r.num_samples, r.model, r.task_name,
-                            tr.trace_json, tr.digest
+                            tr.trace_json, tr.digest, r.trials
                      FROM records r JOIN traces tr ON tr.id = r.trace_id WHERE r.id = ?1",
                 )
                 .and_then(|mut s| {
@@ -522,6 +525,7 @@ impl Cache {
                             r.get::<_, Option<String>>(5)?,
                             r.get::<_, String>(6)?,
                             r.get::<_, Vec<u8>>(7)?,
+                            r.get::<_, Option<i64>>(8)?,
                         ))
                     })
                 })
@@ -567,6 +571,7 @@ impl Cache {
                 trace: Trace::from_stored(trace_json, digest),
                 mean_latency: mean,
                 num_samples: n as usize,
+                trials: trials.and_then(|t| u32::try_from(t).ok()),
                 distance: hit.distance,
                 rank_bias: hit.rank_bias,
                 score: hit.score,

@@ -108,6 +108,8 @@ struct TaskReport {
     seed_modes: Value,
     /// Measurements the warm-started cost model held when the task began.
     cost_model_warm: u64,
+    /// Trials of earlier runs behind the exact hit this task resumed (0: none).
+    prior_trials: u64,
 }
 
 fn u(v: &Value) -> u64 {
@@ -297,6 +299,21 @@ pub fn run(args: TuneArgs) -> Result<()> {
             best_traces.insert(task.keys.exact, best["trace"].clone());
         }
 
+        // The search effort behind the records written back: a resumed search adds its
+        // trials to the earlier ones; an exact hit confirms the earlier search (its
+        // re-measurements are no search); otherwise this run's trials.
+        let run_trials = u(&result["trials"]);
+        let effort: u64 = if seed_plan.prior_trials > 0 {
+            seed_plan.prior_trials as u64 + run_trials
+        } else if result["stopped"] == "exact_hit" {
+            refs.iter()
+                .filter(|r| r.tier == seed_plan.tier)
+                .min_by(|a, b| a.latency_s.total_cmp(&b.latency_s))
+                .map_or(0, |r| r.trials.max(0) as u64)
+                .max(run_trials)
+        } else {
+            run_trials
+        };
         let mut written = 0;
         if let Some(c) = cache.as_mut() {
             let entry = TaskEntry {
@@ -329,7 +346,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
                         provenance: Provenance {
                             model: Some(args.model.clone()),
                             task_name: Some(task.name.clone()),
-                            trials: Some(u(&result["trials"]) as u32),
+                            trials: Some(effort as u32),
                             created_at: None,
                             source: "tune".into(),
                         },
@@ -356,6 +373,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
             history: result["history"].clone(),
             seed_modes: result["seed_modes"].clone(),
             cost_model_warm: u(&result["cost_model"]["warm_samples"]),
+            prior_trials: seed_plan.prior_trials.max(0) as u64,
         };
         for e in result["cost_model"]["errors"]
             .as_array()
@@ -529,6 +547,7 @@ fn report_json(
             "records_written": r.written,
             "seed_modes": r.seed_modes,
             "cost_model_warm_samples": r.cost_model_warm,
+            "prior_trials": r.prior_trials,
             "history": r.history,
         })).collect::<Vec<_>>(),
         "totals": {

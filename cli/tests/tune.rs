@@ -22,10 +22,10 @@ const MODEL: &str = r#"module @small {
 "#;
 
 fn tune(dir: &Path, report: &str) -> Value {
-    tune_model(dir, "small.tgc", report, &[])
+    tune_model(dir, "small.tgc", report, "3", &[])
 }
 
-fn tune_model(dir: &Path, model: &str, report: &str, extra: &[&str]) -> Value {
+fn tune_model(dir: &Path, model: &str, report: &str, trials: &str, extra: &[&str]) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_tgc"))
         .arg("tune")
         .arg(dir.join(model))
@@ -33,7 +33,7 @@ fn tune_model(dir: &Path, model: &str, report: &str, extra: &[&str]) -> Value {
         .arg(dir.join("cache.sqlite"))
         .args([
             "--trials-per-task",
-            "3",
+            trials,
             "--trials-per-round",
             "3",
             "--population",
@@ -144,11 +144,21 @@ fn tune_writes_back_and_the_second_run_hits_the_cache() {
         "{ir}"
     );
 
+    // A bigger budget than the cached records had (3 trials): the exact hits no longer end
+    // the tasks; each search resumes from its hit for the 2 trials left.
+    let more = tune_model(&dir, "small.tgc", "more.json", "5", &["--no-measure"]);
+    for t in more["tasks"].as_array().expect("tasks") {
+        assert_eq!(t["tier"], "exact", "{t}");
+        assert_eq!(t["prior_trials"], 3, "{t}");
+        assert_ne!(t["stopped"], "exact_hit", "{t}");
+        assert!(t["trials"].as_u64().unwrap() <= 2, "{t}");
+    }
+
     // The same model at another spatial size: no exact key matches, the structural
     // neighbours seed it, and their traces are repaired for the new extents (the worker
     // got each seed's source workload from the cache, so none passes for exact).
     std::fs::write(dir.join("wide.tgc"), MODEL.replace("16x16", "24x24")).expect("written");
-    let third = tune_model(&dir, "wide.tgc", "third.json", &["--no-measure"]);
+    let third = tune_model(&dir, "wide.tgc", "third.json", "3", &["--no-measure"]);
     for t in third["tasks"].as_array().expect("tasks") {
         assert_eq!(t["tier"], "structural", "{t}");
         let modes = t["seed_modes"].as_object().expect("seed modes");

@@ -86,6 +86,7 @@ impl CandidateRef {
                 c.source.model.as_deref().unwrap_or("?"),
                 c.source.task_name.as_deref().unwrap_or("?")
             ),
+            trials: c.trials.map_or(0, i64::from),
         }
     }
 }

@@ -8,7 +8,10 @@
 //!
 //! The policy ([`plan`]):
 //! - exact hits: seed with them, best first; if the best re-measures within `tolerance` of its
-//!   cached latency the task is done without search (the bridge checks);
+//!   cached latency the task is done without search (the bridge checks), provided at
+//!   least as many trials of search stand behind it as this run would spend; a hit from a
+//!   shorter search resumes that search for the rest of the budget instead (so raising
+//!   `--trials-per-task` over a cache filled with short runs still buys better schedules);
 //! - otherwise structural neighbours: their traces replay with tile repair;
 //! - otherwise family hits: anchor-trace transfer;
 //! - otherwise no seeds: a plain search.
@@ -16,8 +19,8 @@
 //! Seeds come from the best tier only, up to `max_seeds` (`max_exact_seeds` for exact hits:
 //! the best one decides), because a worse tier's traces
 //! only dilute the first batch when a better tier exists. Every plan has the same trial
-//! budget: seeding wins time by stopping early (exact hit, or patience), not by starving
-//! the search.
+//! budget (less the trials a resumed exact hit already had): seeding wins time by stopping
+//! early (exact hit, or patience), not by starving the search.
 
 use tgc_ir::{Attr, Attrs};
 
@@ -34,6 +37,8 @@ pub struct CandidateRef {
     pub distance: f64,
     /// `model/task` the record was measured on.
     pub source: String,
+    /// Trials of search behind the record (0: unknown, e.g. a MetaSchedule import).
+    pub trials: i64,
 }
 
 impl CandidateRef {
@@ -44,6 +49,9 @@ impl CandidateRef {
         d.insert("latency_s".into(), Attr::Float(self.latency_s));
         d.insert("distance".into(), Attr::Float(self.distance));
         d.insert("source".into(), Attr::str(&self.source));
+        if self.trials > 0 {
+            d.insert("trials".into(), Attr::Int(self.trials));
+        }
         Attr::Dict(d)
     }
 
@@ -66,6 +74,7 @@ impl CandidateRef {
             latency_s: f("latency_s")?,
             distance: f("distance")?,
             source: s("source")?,
+            trials: d.get("trials").and_then(Attr::as_int).unwrap_or(0),
         })
     }
 }
@@ -110,6 +119,9 @@ pub struct SeedPlan {
     pub tolerance: f64,
     /// The best exact hit's cached latency: the bar for finishing without search.
     pub cached_latency_s: Option<f64>,
+    /// Trials already spent on this very task in earlier runs (the best exact hit's
+    /// effort), when the search resumes from it; 0 otherwise.
+    pub prior_trials: i64,
 }
 
 fn tier_rank(tier: &str) -> u8 {
@@ -145,21 +157,31 @@ pub fn plan(candidates: &[CandidateRef], policy: &SeedPolicy) -> SeedPlan {
         .first()
         .map_or("none".to_string(), |c| c.tier.clone());
     let exact = matches!(tier.as_str(), "exact" | "tvm-hash");
-    let cached_latency_s = if exact {
+    let best_exact = if exact {
         chosen
             .iter()
-            .map(|c| c.latency_s)
-            .min_by(|a, b| a.total_cmp(b))
+            .min_by(|a, b| a.latency_s.total_cmp(&b.latency_s))
     } else {
         None
+    };
+    // An exact hit ends the task only when as much search stands behind it as this run
+    // would spend (unknown effort, as in MetaSchedule imports, counts as enough). A hit
+    // from a shorter search resumes it: seeded with the hit, for the rest of the budget.
+    let (cached_latency_s, prior_trials, trials) = match best_exact {
+        Some(b) if b.trials > 0 && b.trials < policy.trials => {
+            (None, b.trials, (policy.trials - b.trials).max(1))
+        }
+        Some(b) => (Some(b.latency_s), 0, policy.trials),
+        None => (None, 0, policy.trials),
     };
     SeedPlan {
         tier,
         seeds: chosen.iter().map(|c| c.trace.clone()).collect(),
-        trials: policy.trials,
+        trials,
         patience: policy.patience,
         tolerance: policy.tolerance,
         cached_latency_s,
+        prior_trials,
     }
 }
 
@@ -176,6 +198,9 @@ impl SeedPlan {
         d.insert("tolerance".into(), Attr::Float(self.tolerance));
         if let Some(l) = self.cached_latency_s {
             d.insert("cached_latency_s".into(), Attr::Float(l));
+        }
+        if self.prior_trials > 0 {
+            d.insert("prior_trials".into(), Attr::Int(self.prior_trials));
         }
         Attr::Dict(d)
     }
@@ -213,6 +238,7 @@ impl SeedPlan {
                 .and_then(Attr::as_float)
                 .ok_or("seed plan has no 'tolerance'")?,
             cached_latency_s: d.get("cached_latency_s").and_then(Attr::as_float),
+            prior_trials: d.get("prior_trials").and_then(Attr::as_int).unwrap_or(0),
         })
     }
 }
@@ -228,7 +254,50 @@ mod tests {
             latency_s,
             distance: 0.0,
             source: "m/t".into(),
+            trials: 0,
         }
+    }
+
+    fn with_trials(mut c: CandidateRef, trials: i64) -> CandidateRef {
+        c.trials = trials;
+        c
+    }
+
+    #[test]
+    fn an_exact_hit_from_a_shorter_search_resumes_it() {
+        let policy = SeedPolicy::default(); // 64 trials
+                                            // 16 trials behind the best hit: no finishing on it, 48 more trials from it
+        let p = plan(
+            &[
+                with_trials(cand("exact", "a", 1e-4), 16),
+                with_trials(cand("exact", "b", 2e-4), 64),
+            ],
+            &policy,
+        );
+        assert_eq!(p.seeds, vec!["a", "b"]);
+        assert_eq!(
+            (p.cached_latency_s, p.prior_trials, p.trials),
+            (None, 16, 48)
+        );
+        // as much search as this run would do, or more: the hit may end the task
+        for t in [64, 500] {
+            let p = plan(&[with_trials(cand("exact", "a", 1e-4), t)], &policy);
+            assert_eq!(
+                (p.cached_latency_s, p.prior_trials, p.trials),
+                (Some(1e-4), 0, 64)
+            );
+        }
+        // unknown effort (a MetaSchedule import) counts as enough
+        let p = plan(&[cand("tvm-hash", "h", 1e-4)], &policy);
+        assert_eq!(p.cached_latency_s, Some(1e-4));
+        // neighbours' effort is about other tasks: it never shortens the budget
+        let p = plan(&[with_trials(cand("structural", "s", 1e-4), 8)], &policy);
+        assert_eq!((p.prior_trials, p.trials), (0, 64));
+        // the plan keeps it through the IR
+        let p = plan(&[with_trials(cand("exact", "a", 1e-4), 10)], &policy);
+        assert_eq!(SeedPlan::from_attr(&p.to_attr()).unwrap(), p);
+        let c = with_trials(cand("exact", "a", 1e-4), 10);
+        assert_eq!(CandidateRef::from_attr(&c.to_attr()).unwrap(), c);
     }
 
     #[test]
