@@ -45,7 +45,8 @@ pub struct TuneArgs {
     /// Measured candidates per task, seeds included.
     #[arg(long, default_value_t = 64)]
     trials_per_task: i64,
-    /// Stock MetaSchedule with the same budget: no cache reads or writes, no seeds, no early stop.
+    /// Stock MetaSchedule with the same budget: no cache reads or writes, no seeds, no early
+    /// stop; the cost model is shared by this run's tasks only.
     #[arg(long)]
     no_cache: bool,
     /// Write a JSON report (schema `tgc.tune/1`) here.
@@ -79,7 +80,8 @@ pub struct TuneArgs {
     /// measurements back after tuning.
     #[arg(long, value_name = "FILE")]
     cost_model: Option<PathBuf>,
-    /// Start every task with a cold cost model (MetaSchedule's default).
+    /// Start every task with a cold cost model. (By default the model carries over from
+    /// task to task, as in MetaSchedule's own tune_tasks, and with the cache across runs.)
     #[arg(long, conflicts_with = "cost_model")]
     no_cost_model_warm_start: bool,
     /// Skip the final whole-model build and latency measurement.
@@ -147,8 +149,14 @@ pub fn run(args: TuneArgs) -> Result<()> {
         Some(p) => p.clone(),
         None => Cache::default_path().map_err(|e| anyhow!("{e}"))?,
     };
-    let cost_model = if args.no_cache || args.no_cost_model_warm_start {
+    // The cost model: across runs, beside the cache; with --no-cache only within this run,
+    // which is what stock MetaSchedule does (tune_tasks trains one model over all the
+    // tasks it tunes); with --no-cost-model-warm-start a cold model per task.
+    let run_cost_model = args.no_cache && !args.no_cost_model_warm_start;
+    let cost_model = if args.no_cost_model_warm_start {
         None
+    } else if args.no_cache {
+        args.cost_model.clone()
     } else {
         Some(
             args.cost_model
@@ -198,6 +206,14 @@ pub fn run(args: TuneArgs) -> Result<()> {
     };
     std::fs::create_dir_all(&work_dir)
         .with_context(|| format!("{}: cannot create", work_dir.display()))?;
+    let cost_model = match cost_model {
+        None if run_cost_model => {
+            let file = work_dir.join(format!("cost-model-{}.tar", std::process::id()));
+            let _ = std::fs::remove_file(&file);
+            Some(file)
+        }
+        other => other,
+    };
     let progress = MultiProgress::new();
     let overall = progress.add(ProgressBar::new(order.len() as u64));
     overall.set_style(

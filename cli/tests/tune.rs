@@ -170,3 +170,44 @@ fn tune_writes_back_and_the_second_run_hits_the_cache() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn no_cache_is_stock_metaschedule() {
+    let dir = std::env::temp_dir().join(format!("tgc-tune-stock-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(dir.join("small.tgc"), MODEL).expect("model written");
+    let r = tune_model(
+        &dir,
+        "small.tgc",
+        "stock.json",
+        "3",
+        &["--no-cache", "--no-measure"],
+    );
+    assert_eq!(r["no_cache"], true);
+    assert!(
+        !dir.join("cache.sqlite").exists(),
+        "--no-cache neither reads nor writes the cache"
+    );
+    // One cost model for the run's tasks, as MetaSchedule's tune_tasks keeps, in the work
+    // directory, not beside the cache.
+    let model = r["cost_model_file"]
+        .as_str()
+        .expect("a run-local cost model");
+    assert!(
+        Path::new(model).starts_with(dir.join("stock")),
+        "{model} is not in the work directory"
+    );
+    let tasks = r["tasks"].as_array().expect("tasks");
+    assert_eq!(tasks.len(), 2);
+    assert_eq!(tasks[0]["cost_model_warm_samples"], 0);
+    assert_eq!(tasks[1]["cost_model_warm_samples"], tasks[0]["trials"]);
+    for t in tasks {
+        assert_eq!(t["tier"], "none", "{t}");
+        assert_eq!(t["seeds_tried"], 0, "{t}");
+        assert_eq!(t["records_written"], 0, "{t}");
+        assert_eq!(t["stopped"], "budget", "no early stop: {t}");
+        assert_eq!(t["trials"], 3, "{t}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
