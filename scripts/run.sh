@@ -7,6 +7,11 @@
 #
 # A short budget, so that it finishes in minutes on 2 cores: the 3 most frequent tasks,
 # 4 trials each. Set TGC_RUN_ARGS to change it (e.g. "--trials-per-task 64").
+#
+# The exact-hit tolerance is 50 % here instead of the default 5 %: on the 2-core VMs this
+# project runs on, the same schedule re-measured minutes apart came out from 25 % faster
+# to 40 % slower (docs/tuning.md), and a cached best is also the minimum of a few noisy
+# samples, so it re-measures high. At 5 % the second run would search on for noise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TGC_PYTHON="${TGC_PYTHON:-$(bash tvm/python/bootstrap.sh | tail -n 1)}"
@@ -14,7 +19,8 @@ export TGC_PYTHON
 cargo build --release --locked -q -p tgc-cli
 work="$(mktemp -d -t tgc-run-XXXXXX)"
 args=(models/keras-resnet50.onnx --target llvm --cache "$work/cache.sqlite"
-      --max-tasks 3 --trials-per-task 4 --trials-per-round 4 --population 32 ${TGC_RUN_ARGS:-})
+      --max-tasks 3 --trials-per-task 4 --trials-per-round 4 --population 32 --tolerance 0.5
+      ${TGC_RUN_ARGS:-})
 ./target/release/tgc tasks models/keras-resnet50.onnx
 echo "== first run (empty cache)"
 ./target/release/tgc tune "${args[@]}" --no-measure --work-dir "$work/first" --report "$work/first.json"
