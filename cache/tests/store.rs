@@ -24,6 +24,15 @@ fn record_with(tag: u64, latency: f64) -> NewRecord {
     r
 }
 
+/// `task` as the bridge leaves it after lowering: with its TVM workload.
+fn lowered(mut task: TaskEntry, tvm_hash: u64, json: &str) -> TaskEntry {
+    task.workload = Some(Workload {
+        tvm_hash,
+        json: json.into(),
+    });
+    task
+}
+
 fn temp_cache() -> (tempfile::TempDir, PathBuf, Cache) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("cache.sqlite");
@@ -306,21 +315,11 @@ fn imported_workloads_are_found_through_the_tvm_hash() {
     let (_d, _p, mut cache) = temp_cache();
     // A tgc task the bridge lowered to TVM hash 42, and (as an import would leave it) a
     // MetaSchedule workload with hash 42 and its own records.
-    let mut task = synth::task(4, 0, 0);
-    task.workload = Some(Workload {
-        tvm_hash: 42,
-        json: "{\"root_index\":0}".into(),
-    });
+    let task = lowered(synth::task(4, 0, 0), 42, "{\"root_index\":0}");
     cache
         .put(&task, &llvm(), &tc(), &[record_with(1, 3e-4)])
         .unwrap();
-    let other = TaskEntry {
-        workload: Some(Workload {
-            tvm_hash: 42,
-            json: "{}".into(),
-        }),
-        ..synth::task(99, 9, 9)
-    };
+    let other = lowered(synth::task(99, 9, 9), 42, "{}");
     cache
         .put(&other, &llvm(), &tc(), &[record_with(2, 1e-4)])
         .unwrap();
@@ -344,14 +343,10 @@ fn candidates_lead_to_their_source_workload() {
     let (_d, _p, mut cache) = temp_cache();
     // A structural neighbour the bridge lowered (its TVM workload is stored), another one
     // that was never lowered, and a MetaSchedule import known only by its TVM hash.
-    let mut lowered = synth::task(1, 0, 1);
-    lowered.workload = Some(Workload {
-        tvm_hash: 7,
-        json: "{\"root_index\":1}".into(),
-    });
+    let neighbour = lowered(synth::task(1, 0, 1), 7, "{\"root_index\":1}");
     let bare = synth::task(1, 0, 2);
     cache
-        .put(&lowered, &llvm(), &tc(), &[record_with(1, 1e-4)])
+        .put(&neighbour, &llvm(), &tc(), &[record_with(1, 1e-4)])
         .unwrap();
     cache
         .put(&bare, &llvm(), &tc(), &[record_with(2, 2e-4)])
@@ -371,7 +366,7 @@ fn candidates_lead_to_their_source_workload() {
     let by_source = |key| c.iter().find(|c| c.source.exact_key == Some(key)).unwrap();
     assert_eq!(
         cache
-            .source_workload(&by_source(lowered.keys.exact).source)
+            .source_workload(&by_source(neighbour.keys.exact).source)
             .unwrap()
             .as_deref(),
         Some("{\"root_index\":1}")
@@ -391,11 +386,7 @@ fn candidates_lead_to_their_source_workload() {
         task_name: None,
     };
     assert_eq!(cache.source_workload(&imported).unwrap(), None);
-    let mut hashed = synth::task(3, 0, 0);
-    hashed.workload = Some(Workload {
-        tvm_hash: 42,
-        json: "{}".into(),
-    });
+    let hashed = lowered(synth::task(3, 0, 0), 42, "{}");
     cache
         .put(&hashed, &llvm(), &tc(), &[record_with(3, 1e-4)])
         .unwrap();
