@@ -19,6 +19,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -149,21 +150,6 @@ pub fn run(args: TuneArgs) -> Result<()> {
         Some(p) => p.clone(),
         None => Cache::default_path().map_err(|e| anyhow!("{e}"))?,
     };
-    // The cost model: across runs, beside the cache; with --no-cache only within this run,
-    // which is what stock MetaSchedule does (tune_tasks trains one model over all the
-    // tasks it tunes); with --no-cost-model-warm-start a cold model per task.
-    let run_cost_model = args.no_cache && !args.no_cost_model_warm_start;
-    let cost_model = if args.no_cost_model_warm_start {
-        None
-    } else if args.no_cache {
-        args.cost_model.clone()
-    } else {
-        Some(
-            args.cost_model
-                .clone()
-                .unwrap_or_else(|| Cache::cost_model_path(&cache_path, &target, &toolchain)),
-        )
-    };
     let policy = SeedPolicy {
         trials: args.trials_per_task,
         max_seeds: args.max_seeds,
@@ -206,13 +192,23 @@ pub fn run(args: TuneArgs) -> Result<()> {
     };
     std::fs::create_dir_all(&work_dir)
         .with_context(|| format!("{}: cannot create", work_dir.display()))?;
-    let cost_model = match cost_model {
-        None if run_cost_model => {
+    // The cost model: the given file; else across runs, beside the cache; with --no-cache
+    // only within this run, which is what stock MetaSchedule does (tune_tasks trains one
+    // model over all the tasks it tunes); with --no-cost-model-warm-start a cold model per
+    // task.
+    let cost_model = match (
+        &args.cost_model,
+        args.no_cost_model_warm_start,
+        args.no_cache,
+    ) {
+        (_, true, _) => None,
+        (Some(file), _, _) => Some(file.clone()),
+        (None, _, true) => {
             let file = work_dir.join(format!("cost-model-{}.tar", std::process::id()));
             let _ = std::fs::remove_file(&file);
             Some(file)
         }
-        other => other,
+        (None, _, false) => Some(Cache::cost_model_path(&cache_path, &target, &toolchain)),
     };
     let progress = MultiProgress::new();
     let overall = progress.add(ProgressBar::new(order.len() as u64));
@@ -263,6 +259,9 @@ pub fn run(args: TuneArgs) -> Result<()> {
         // Each seed goes with the TVM workload of the task it was measured on, when the
         // cache has it: the worker then repairs tiles or transfers the anchor block's
         // schedule instead of taking another task's trace for an exact one.
+        // Seeds often share a source task: read each source's workload once.
+        let mut sources: HashMap<(Option<tgc_canonicalize::TaskKey>, Option<u64>), Option<String>> =
+            HashMap::new();
         let mut seeds: Vec<Value> = Vec::new();
         for d in &seed_plan.seeds {
             let Some(c) = candidates
@@ -274,11 +273,17 @@ pub fn run(args: TuneArgs) -> Result<()> {
             let Ok(trace) = serde_json::from_str::<Value>(c.trace.json()) else {
                 continue;
             };
-            let source = match &cache {
-                Some(cache) => cache
-                    .source_workload(&c.source)
-                    .map_err(|e| anyhow!("task {}: {e}", task.name))?,
-                None => None,
+            let source = match (
+                &cache,
+                sources.entry((c.source.exact_key, c.source.tvm_hash)),
+            ) {
+                (_, Entry::Occupied(e)) => e.into_mut(),
+                (Some(cache), Entry::Vacant(e)) => e.insert(
+                    cache
+                        .source_workload(&c.source)
+                        .map_err(|e| anyhow!("task {}: {e}", task.name))?,
+                ),
+                (None, Entry::Vacant(e)) => e.insert(None),
             };
             seeds.push(match source {
                 Some(w) => json!({ "trace": trace, "source_workload": w }),

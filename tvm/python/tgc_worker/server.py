@@ -124,6 +124,8 @@ def _traces(params: dict, key: str, task_name: str) -> list:
     if not isinstance(items, list):
         raise WorkerError("bad_params", f"params.{key} must be a list", task_name)
     out = []
+    # traces from one source task come with the same source: lower or load it once
+    sources: dict = {}
     for i, item in enumerate(items):
         src = None
         if isinstance(item, dict):
@@ -132,9 +134,16 @@ def _traces(params: dict, key: str, task_name: str) -> list:
                     "bad_params", f"{key}[{i}]: an object needs a 'trace'", task_name
                 )
             if item.get("source_task") is not None:
-                src = lower_task(parse_task(item["source_task"])).workload
+                memo = ("task", json.dumps(item["source_task"], sort_keys=True))
+                if memo not in sources:
+                    sources[memo] = lower_task(parse_task(item["source_task"])).workload
+                src = sources[memo]
             elif item.get("source_workload") is not None:
-                src = _load_workload(item["source_workload"], f"{key}[{i}]", task_name)
+                text = item["source_workload"]
+                memo = ("workload", text if isinstance(text, str) else None)
+                if memo not in sources or memo[1] is None:  # a non-string raises below
+                    sources[memo] = _load_workload(text, f"{key}[{i}]", task_name)
+                src = sources[memo]
             tj = item["trace"]
         else:
             tj = item
