@@ -46,7 +46,8 @@ fn partitioned(model: &str) -> Module {
     let path = root().join("models").join(model);
     let mut m = tgc_ir::onnx::import_file(&path, &[]).expect("model imports");
     let mut pm = PassManager::new(Instrumentation::default());
-    tgc_pipelines::build_pipeline("partition,canonicalize", &mut pm).expect("pipeline");
+    tgc_pipelines::build_pipeline("partition{order=program},canonicalize", &mut pm)
+        .expect("pipeline");
     pm.run(&mut m, &mut std::io::sink()).expect("pipeline runs");
     m
 }

@@ -14,12 +14,18 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn partitioned(mut m: Module) -> Module {
+/// `m` partitioned by `pipeline`: `partition` (tgc's canonical fusion order) or
+/// `partition{order=program}` (TVM's, for comparisons with TVM).
+fn partitioned_by(pipeline: &str, mut m: Module) -> Module {
     let mut pm = PassManager::new(Instrumentation::default());
-    tgc_pipelines::build_pipeline("partition", &mut pm).expect("pipeline");
+    tgc_pipelines::build_pipeline(pipeline, &mut pm).expect("pipeline");
     pm.run(&mut m, &mut std::io::sink())
         .expect("partition runs");
     m
+}
+
+fn partitioned(m: Module) -> Module {
+    partitioned_by("partition", m)
 }
 
 /// (exact key, occurrences) per task, sorted by key: the frontend emits bindings in the
@@ -112,7 +118,10 @@ fn study_model(name: &str) -> ModelTasks {
             tgc_ir::onnx::import_file(&path, &[]).expect("bundled model imports")
         }
     };
-    ModelTasks::new(name, extract_tasks(&partitioned(module)))
+    ModelTasks::new(
+        name,
+        extract_tasks(&partitioned_by("partition{order=program}", module)),
+    )
 }
 
 /// tgc's exact-level study of the zoo and the bundled models against TVM's, by structural
@@ -181,4 +190,49 @@ fn zoo_census() {
         .collect();
     let study = Study::new(&models, Level::Structural);
     insta::assert_snapshot!(study.census_markdown());
+}
+
+/// tgc's canonical fusion order against TVM's program order on every zoo and bundled model:
+/// never more distinct tasks, the same number of calls, and the same tasks except where the
+/// exporter put a residual block's shortcut convolution first. Keras' ResNet-50 does, so in
+/// TVM the shortcut absorbs the residual add; the canonical order gives it to the main path,
+/// whose last convolution then is the same task as in the identity blocks (28 tasks, not 31).
+/// The zoo's ResNets are built main path first, as torchvision's are, and TVM agrees there.
+#[test]
+fn canonical_fusion_order_against_tvms_program_order() {
+    let mut models = zoo();
+    for name in [
+        "keras-resnet50",
+        "keras-mobilenetv2",
+        "keras-densenet121",
+        "keras-inceptionv3",
+    ] {
+        let path = root().join("models").join(format!("{name}.onnx"));
+        models.push((
+            name,
+            tgc_ir::onnx::import_file(&path, &[]).expect("imports"),
+        ));
+    }
+    let mut differ = Vec::new();
+    for (name, m) in models {
+        let table = |pipeline: &str| {
+            let mut t: Vec<(TaskKey, usize)> = extract_tasks(&partitioned_by(pipeline, m.clone()))
+                .iter()
+                .map(|t| (t.keys.exact, t.occurrences))
+                .collect();
+            t.sort();
+            t
+        };
+        let (canonical, program) = (table("partition"), table("partition{order=program}"));
+        let calls = |t: &[(TaskKey, usize)]| t.iter().map(|x| x.1).sum::<usize>();
+        assert!(
+            canonical.len() <= program.len(),
+            "{name}: more tasks than TVM's order"
+        );
+        assert_eq!(calls(&canonical), calls(&program), "{name}: calls");
+        if canonical != program {
+            differ.push((name, canonical.len(), program.len()));
+        }
+    }
+    assert_eq!(differ, vec![("keras-resnet50", 28, 31)]);
 }

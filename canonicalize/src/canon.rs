@@ -24,6 +24,7 @@
 use crate::level::{encode_attrs, encode_type, Level};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+use tgc_ir::lowering::constants_in_tir;
 use tgc_ir::{Callee, Function, ValueId};
 
 type Color = u64;
@@ -88,6 +89,7 @@ pub struct CanonicalOrder {
 /// Initial colour of each value: what it is at `level`, ignoring its neighbours.
 fn initial_colors(f: &Function, level: Level) -> Vec<Color> {
     let mut colors = vec![0u64; f.num_values()];
+    let in_tir = constants_in_tir(f);
     let mut buf = Vec::new();
     for p in &f.params {
         buf.clear();
@@ -95,10 +97,10 @@ fn initial_colors(f: &Function, level: Level) -> Vec<Color> {
         encode_type(f.ty(*p), level, &mut buf);
         colors[p.index()] = hash_bytes(&buf);
     }
-    for b in &f.bindings {
+    for (b, &in_tir) in f.bindings.iter().zip(&in_tir) {
         buf.clear();
         callee_bytes(&b.callee, &mut buf);
-        encode_attrs(b, level, &mut buf);
+        encode_attrs(b, level, in_tir, &mut buf);
         let base = hash_bytes(&buf);
         for (i, r) in b.results.iter().enumerate() {
             buf.clear();
@@ -195,6 +197,59 @@ fn refine(f: &Function, level: Level) -> Vec<Color> {
     colors
 }
 
+/// A colour for every binding of `f` that depends only on the dataflow graph, not on the
+/// order of the bindings, their names, the order of parameters or of commutative operands,
+/// computed in linear time: one forward sweep folds each binding's ancestors into its
+/// colour (what it computes), one backward sweep its descendants (how it is used). Unlike
+/// the fixed point of [`refine`] it may leave ties between bindings that refinement would
+/// split, but it costs two passes, not one pass per round, so it serves graphs of any size
+/// (the partition pass orders whole models with it).
+pub fn dataflow_colors(f: &Function) -> Vec<u64> {
+    let mut colors = initial_colors(f, Level::Exact);
+    let comm: Vec<bool> = f
+        .bindings
+        .iter()
+        .map(|b| is_commutative(&b.callee))
+        .collect();
+    let mut parts: Vec<u64> = Vec::new();
+    // Forward: bindings are in dataflow order, so every operand is final when it is read.
+    for (b, &comm) in f.bindings.iter().zip(&comm) {
+        parts.clear();
+        parts.extend(b.operands.iter().map(|v| colors[v.index()]));
+        if comm {
+            parts.sort_unstable();
+        }
+        for r in &b.results {
+            parts.push(colors[r.index()]);
+            colors[r.index()] = mix(&parts);
+            parts.pop();
+        }
+    }
+    // Backward: a value's uses (consumer colour and operand slot, as a multiset) are final
+    // once every later binding has been visited.
+    let mut uses: Vec<Vec<u64>> = vec![Vec::new(); f.num_values()];
+    for (k, r) in f.results.iter().enumerate() {
+        uses[r.index()].push(mix(&[u64::MAX, k as u64]));
+    }
+    let mut out = vec![0u64; f.bindings.len()];
+    for (bi, b) in f.bindings.iter().enumerate().rev() {
+        parts.clear();
+        for r in &b.results {
+            let mut u = std::mem::take(&mut uses[r.index()]);
+            u.sort_unstable();
+            u.insert(0, colors[r.index()]);
+            parts.push(mix(&u));
+        }
+        let color = mix(&parts);
+        out[bi] = color;
+        for (slot, v) in b.operands.iter().enumerate() {
+            let slot = if comm[bi] { u64::MAX } else { slot as u64 };
+            uses[v.index()].push(mix(&[color, slot]));
+        }
+    }
+    out
+}
+
 /// Computes the canonical order of `f` at `level`.
 pub fn canonical_order(f: &Function, level: Level) -> CanonicalOrder {
     let colors = refine(f, level);
@@ -246,6 +301,7 @@ pub fn canonical_order(f: &Function, level: Level) -> CanonicalOrder {
 /// The canonical byte encoding of `f` at `level`.
 pub fn encode(f: &Function, level: Level) -> Vec<u8> {
     let order = canonical_order(f, level);
+    let in_tir = constants_in_tir(f);
     let mut number: HashMap<ValueId, u32> = HashMap::with_capacity(f.num_values());
     let mut out = Vec::with_capacity(64 * (f.bindings.len() + 1));
     out.extend_from_slice(level.tag());
@@ -259,7 +315,7 @@ pub fn encode(f: &Function, level: Level) -> Vec<u8> {
     for &bi in &order.bindings {
         let b = &f.bindings[bi];
         callee_bytes(&b.callee, &mut out);
-        encode_attrs(b, level, &mut out);
+        encode_attrs(b, level, in_tir[bi], &mut out);
         let mut ops: Vec<u32> = b
             .operands
             .iter()

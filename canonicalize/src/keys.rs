@@ -1,4 +1,4 @@
-//! Task keys: blake3 digests of canonical encodings, printed `tgc1:<32 hex digits>`.
+//! Task keys: blake3 digests of canonical encodings, printed `tgc2:<32 hex digits>`.
 
 use crate::canon::{canonical_order, encode};
 use crate::level::Level;
@@ -7,7 +7,7 @@ use std::str::FromStr;
 use tgc_ir::Function;
 
 /// The printed prefix; it versions the encoding. Change it whenever the encoding changes.
-pub const KEY_PREFIX: &str = "tgc1:";
+pub const KEY_PREFIX: &str = "tgc2:";
 
 /// A 128-bit key of one level.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

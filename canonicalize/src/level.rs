@@ -11,7 +11,7 @@ pub enum Level {
     Exact,
     /// Like exact with tensor extents replaced by symbols: ranks, dtypes and attributes such as
     /// kernel size, strides, padding, groups and layouts stay; extent-valued attributes
-    /// (a reshape's target shape, a constant's values) are reduced to their length. Equal
+    /// (a reshape's target shape) are reduced to their length and constants' values dropped. Equal
     /// structural keys mean the same loop nest with other extents.
     Structural,
     /// The sequence of op names in canonical order (the name-based key of the TGC paper).
@@ -24,9 +24,9 @@ impl Level {
     /// Domain-separation tag written first into every encoding.
     pub fn tag(self) -> &'static [u8] {
         match self {
-            Level::Exact => b"tgc1/exact\0",
-            Level::Structural => b"tgc1/structural\0",
-            Level::Family => b"tgc1/family\0",
+            Level::Exact => b"tgc2/exact\0",
+            Level::Structural => b"tgc2/structural\0",
+            Level::Family => b"tgc2/family\0",
         }
     }
 
@@ -80,7 +80,6 @@ const EXTENT_ATTRS: &[(&str, &str)] = &[
     ("strided_slice", "begin"),
     ("strided_slice", "end"),
     ("nn.adaptive_avg_pool2d", "output_size"),
-    ("constant", "value"),
     ("constant", "shape"),
     ("tile", "repeats"),
 ];
@@ -134,10 +133,20 @@ fn encode_attr(a: &Attr, out: &mut Vec<u8>) {
 
 /// Writes what `level` sees of a binding's attributes: every attribute with defaults filled
 /// in (so an absent attribute and its default are one thing), sorted by name.
-pub fn encode_attrs(b: &Binding, level: Level, out: &mut Vec<u8>) {
+///
+/// A constant's values are seen only where the lowering writes them into the TIR
+/// (`value_in_tir`, from [`tgc_ir::lowering::constants_in_tir`]) and only at the exact level:
+/// a lifted constant is a parameter of the workload, known by its dtype and shape. Whether
+/// it is lifted or an immediate changes the workload's signature, so both levels see that.
+pub fn encode_attrs(b: &Binding, level: Level, value_in_tir: bool, out: &mut Vec<u8>) {
     if level == Level::Family {
         return;
     }
+    let constant = b.callee.op().is_some_and(|op| op.name() == "constant");
+    if constant {
+        out.push(if value_in_tir { b'I' } else { b'P' });
+    }
+    let keep_value = level == Level::Exact && value_in_tir;
     // The binding's attributes plus the schema defaults it leaves out, without copying the
     // given ones (this runs for every binding of every task at every level).
     let mut entries: Vec<(&str, Cow<'_, Attr>)> = Vec::with_capacity(b.attrs.len() + 8);
@@ -162,6 +171,9 @@ pub fn encode_attrs(b: &Binding, level: Level, out: &mut Vec<u8>) {
     entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
     let op_name = op.map_or("", |op| op.name());
     out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    if constant && !keep_value {
+        entries.retain(|(k, _)| *k != "value");
+    }
     for (k, v) in entries {
         out.extend_from_slice(&(k.len() as u32).to_le_bytes());
         out.extend_from_slice(k.as_bytes());

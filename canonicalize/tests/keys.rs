@@ -356,8 +356,8 @@ fn keys_print_and_parse() {
     };
     let k = key(&build(&r, None), Level::Exact);
     let text = k.to_string();
-    assert!(text.starts_with("tgc1:") && text.len() == 5 + 32, "{text}");
+    assert!(text.starts_with("tgc2:") && text.len() == 5 + 32, "{text}");
     assert_eq!(text.parse::<tgc_canonicalize::TaskKey>().unwrap(), k);
     assert!("tgc2:00".parse::<tgc_canonicalize::TaskKey>().is_err());
-    assert!("tgc1:zz".parse::<tgc_canonicalize::TaskKey>().is_err());
+    assert!("tgc2:zz".parse::<tgc_canonicalize::TaskKey>().is_err());
 }

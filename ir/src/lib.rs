@@ -9,6 +9,7 @@ pub mod attr;
 pub mod builder;
 pub mod dtype;
 pub mod error;
+pub mod lowering;
 pub mod module;
 #[cfg(feature = "onnx")]
 pub mod onnx;

@@ -1,6 +1,6 @@
 //! `canonicalize`: computes the three keys and the similarity features of every task
 //! (`Primitive` function) and stores them as function attributes:
-//! `tgc.exact_key`, `tgc.structural_key`, `tgc.family_key` (each `tgc1:<hex>`) and
+//! `tgc.exact_key`, `tgc.structural_key`, `tgc.family_key` (each `tgc2:<hex>`) and
 //! `tgc.features` (`{flops, bytes, log2_extents}`). Running it twice gives the same result.
 
 use crate::pass::{Pass, PassError, PassInfo, PassOptions};

@@ -30,6 +30,11 @@
 //!    - CommReduce and Opaque nodes never fuse into their consumers (reductions only absorb
 //!      producers), and Opaque nodes stand alone.
 //!
+//!    The phases are greedy, so the visiting order matters where two producers compete for
+//!    one consumer. TVM visits program order; by default we visit a canonical topological
+//!    order instead ([`FusionOrder`]), so that re-exports of a model in another binding
+//!    order give the same tasks. `partition{order=program}` reproduces TVM exactly.
+//!
 //!    A fusion merges every node on every path from the node to the sink into the sink's
 //!    group. It is refused when the merged group would exceed `max-depth` nodes (TVM's
 //!    `kMaxFusedOps`, 256).
@@ -51,12 +56,20 @@ pub const DEFAULT_MAX_DEPTH: usize = 256;
 pub static INFO: PassInfo = PassInfo {
     name: "partition",
     summary: "Group bindings into fused Primitive functions (tuning tasks) by TVM FuseOps rules",
-    options: &[OptionSpec {
-        name: "max-depth",
-        kind: OptionKind::Int,
-        default: "256",
-        help: "most nodes in one fused group (TVM's kMaxFusedOps)",
-    }],
+    options: &[
+        OptionSpec {
+            name: "max-depth",
+            kind: OptionKind::Int,
+            default: "256",
+            help: "most nodes in one fused group (TVM's kMaxFusedOps)",
+        },
+        OptionSpec {
+            name: "order",
+            kind: OptionKind::Str,
+            default: "canonical",
+            help: "order fusion visits bindings in: canonical (independent of binding order) or program (TVM's)",
+        },
+    ],
     create: |o: &PassOptions| {
         let depth = o.int("max-depth");
         if depth < 1 {
@@ -64,23 +77,131 @@ pub static INFO: PassInfo = PassInfo {
                 "option 'max-depth' of pass 'partition' must be at least 1, got {depth}"
             ));
         }
+        let order = o.str("order").parse()?;
         Ok(Box::new(Partition {
             max_depth: depth as usize,
+            order,
         }))
     },
 };
 
+/// The order in which fusion visits the bindings of a function. FuseOps' greedy phases are
+/// order-sensitive: when two OutEWiseFusable producers (the two convolutions of a ResNet
+/// downsampling block) feed one `add`, the producer visited first absorbs it, and the other
+/// stays alone. TVM visits program order, so the same model exported in another topological
+/// order splits into other tasks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FusionOrder {
+    /// A topological order that depends only on the dataflow graph: a post-order walk from
+    /// the function's results that visits the deepest operand first (longest path from the
+    /// inputs, then [`tgc_canonicalize::canon::dataflow_colors`], then operand position). So
+    /// the longer branch claims a shared consumer: the main path of a residual block, whose
+    /// convolution then has the same task as in the blocks without a shortcut convolution.
+    #[default]
+    Canonical,
+    /// Program order, exactly as TVM's FuseOps (for agreement with TVM's own partition).
+    Program,
+}
+
+impl std::str::FromStr for FusionOrder {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "canonical" => Ok(FusionOrder::Canonical),
+            "program" => Ok(FusionOrder::Program),
+            other => Err(format!(
+                "option 'order' of pass 'partition' must be canonical or program, got '{other}'"
+            )),
+        }
+    }
+}
+
 /// The partition pass.
 pub struct Partition {
     pub max_depth: usize,
+    pub order: FusionOrder,
 }
 
 impl Default for Partition {
     fn default() -> Self {
         Partition {
             max_depth: DEFAULT_MAX_DEPTH,
+            order: FusionOrder::default(),
         }
     }
+}
+
+/// The order in which fusion visits the bindings of `f` (indices into `f.bindings`).
+fn visit_order(f: &Function, order: FusionOrder) -> Vec<usize> {
+    if order == FusionOrder::Program {
+        return (0..f.bindings.len()).collect();
+    }
+    let mut def: HashMap<ValueId, usize> = HashMap::with_capacity(f.bindings.len());
+    let mut depth = vec![0u32; f.bindings.len()];
+    for (bi, b) in f.bindings.iter().enumerate() {
+        depth[bi] = b
+            .operands
+            .iter()
+            .filter_map(|v| def.get(v))
+            .map(|&d| depth[d] + 1)
+            .max()
+            .unwrap_or(0);
+        def.extend(b.results.iter().map(|r| (*r, bi)));
+    }
+    let colors = tgc_canonicalize::canon::dataflow_colors(f);
+    let rank = |bi: usize| (Reverse(depth[bi]), colors[bi]);
+    // The producers of each binding's operands, deepest first (duplicates are harmless: a
+    // visited binding is skipped).
+    let producers: Vec<SmallVec<[usize; 4]>> = f
+        .bindings
+        .iter()
+        .map(|b| {
+            let mut p: SmallVec<[usize; 4]> = b
+                .operands
+                .iter()
+                .filter_map(|v| def.get(v).copied())
+                .collect();
+            p.sort_by_key(|&d| rank(d));
+            p
+        })
+        .collect();
+    // Roots: the producers of the results in order, then bindings no result depends on.
+    let mut roots: Vec<usize> = f
+        .results
+        .iter()
+        .filter_map(|r| def.get(r).copied())
+        .collect();
+    let mut rest: Vec<usize> = (0..f.bindings.len()).collect();
+    rest.sort_by_key(|&bi| (depth[bi], colors[bi], bi));
+    roots.extend(rest);
+    let mut out = Vec::with_capacity(f.bindings.len());
+    let mut seen = vec![false; f.bindings.len()];
+    // Iterative post-order: (binding, next operand to visit).
+    let mut stack: Vec<(usize, usize)> = Vec::new();
+    for root in roots {
+        if seen[root] {
+            continue;
+        }
+        seen[root] = true;
+        stack.push((root, 0));
+        while let Some(top) = stack.last_mut() {
+            let (bi, next) = *top;
+            match producers[bi].get(next) {
+                Some(&p) => {
+                    top.1 += 1;
+                    if !seen[p] {
+                        seen[p] = true;
+                        stack.push((p, 0));
+                    }
+                }
+                None => {
+                    out.push(bi);
+                    stack.pop();
+                }
+            }
+        }
+    }
+    out
 }
 
 impl Pass for Partition {
@@ -99,7 +220,7 @@ impl Pass for Partition {
             let Some(f) = module.functions.get(&name) else {
                 continue;
             };
-            let groups = fuse_groups(f, self.max_depth);
+            let groups = fuse_groups(f, &visit_order(f, self.order), self.max_depth);
             let (rewritten, outlined) = outline(module, f, &groups)?;
             module.functions.insert(name, rewritten);
             for g in outlined {
@@ -160,12 +281,15 @@ pub fn binding_pattern(f: &Function, b: &Binding) -> OpPattern {
     pattern
 }
 
-fn build_graph(f: &Function) -> Graph {
+/// The dataflow graph of `f` with nodes numbered in `order` (a topological order of the
+/// bindings).
+fn build_graph(f: &Function, order: &[usize]) -> Graph {
     let mut nodes: Vec<Node> = Vec::with_capacity(f.bindings.len());
     let mut node_of_binding = vec![None; f.bindings.len()];
     // The node that produces each value, if any.
     let mut producer: HashMap<ValueId, usize> = HashMap::new();
-    for (bi, b) in f.bindings.iter().enumerate() {
+    for &bi in order {
+        let b = &f.bindings[bi];
         if is_constant(b) {
             continue;
         }
@@ -418,11 +542,11 @@ impl Fuser<'_> {
     }
 }
 
-/// Runs the three fusion phases and returns, for every binding, its group id (the root node)
-/// or `None` for constants.
-fn fuse_groups(f: &Function, max_depth: usize) -> Vec<Option<usize>> {
+/// Runs the three fusion phases, visiting bindings in `order`, and returns, for every binding,
+/// its group id (the root node) or `None` for constants.
+fn fuse_groups(f: &Function, order: &[usize], max_depth: usize) -> Vec<Option<usize>> {
     use OpPattern::*;
-    let graph = build_graph(f);
+    let graph = build_graph(f, order);
     let dom = post_dominators(&graph);
     let n = graph.nodes.len();
     let mut fuser = Fuser {

@@ -138,6 +138,11 @@ pub struct OpDef {
     /// Operand order does not matter (`add`, `multiply`, `maximum`, `minimum`, `equal`,
     /// `not_equal`).
     pub commutative: bool,
+    /// LegalizeOps writes a rank-0 constant operand into the TIR as an immediate instead of
+    /// reading it from a buffer (Relax's `_binary` legalization of the binary elementwise
+    /// ops: operand 1 when it is such a constant, else operand 0). See
+    /// [`crate::lowering::immediate_operand`].
+    pub inlines_scalar_constant: bool,
     pub infer: InferFn,
 }
 

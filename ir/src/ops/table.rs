@@ -32,6 +32,7 @@ const fn op(
         attrs,
         pattern,
         commutative: false,
+        inlines_scalar_constant: false,
         infer,
     }
 }
@@ -58,6 +59,7 @@ const fn binary(
 ) -> OpDef {
     OpDef {
         commutative,
+        inlines_scalar_constant: true,
         ..op(name, summary, Arity::exactly(2), &[], P::Broadcast, infer)
     }
 }

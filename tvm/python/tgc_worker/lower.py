@@ -62,28 +62,63 @@ def _np_constant(attrs: dict) -> np.ndarray:
     return arr.astype(attrs["dtype"])
 
 
-def _param_order(task: Task) -> list:
+def _first_values(task: Task) -> list[int]:
+    """The number of the first result of each binding (params are numbered first)."""
+    out = []
+    v = len(task.params)
+    for b in task.bindings:
+        out.append(v)
+        v += len(b.results)
+    return out
+
+
+def immediate_operands(task: Task) -> dict[int, int]:
+    """{binding index: operand slot} of the operands LegalizeOps writes into the TIR as
+    immediates: a rank-0 constant operand of a binary elementwise op, operand 1 if it is
+    one, else operand 0 (Relax's _binary). The same rule as tgc_ir::lowering in Rust, which
+    keys tasks by it; every other constant is lifted to a parameter."""
+    first = _first_values(task)
+    scalar = {
+        first[bi]
+        for bi, b in enumerate(task.bindings)
+        if b.op == "constant" and len(b.results[0].shape) == 0
+    }
+    out = {}
+    for bi, b in enumerate(task.bindings):
+        if not OPS[b.op].inlines_scalar_constant:
+            continue
+        for slot in (1, 0):
+            if slot < len(b.operands) and b.operands[slot] in scalar:
+                out[bi] = slot
+                break
+    return out
+
+
+def _param_order(task: Task, immediates: dict[int, int]) -> list:
     """Order of the Primitive function's parameters: declared params plus lifted constants.
 
-    Declared params keep their order; each constant goes right before the first declared
-    param whose first use comes after the constant's first use (so when the declared params
-    are in order of first use, as TVM's FuseOps makes them, the whole list is in order of
-    first use, as FuseOps' lift_constants makes it).
+    Declared params keep their order; each lifted constant (one with a use that is not an
+    immediate) goes right before the first declared param whose first use comes after the
+    constant's first use (so when the declared params are in order of first use, as TVM's
+    FuseOps makes them, the whole list is in order of first use, as FuseOps' lift_constants
+    makes it).
     """
     n_params = len(task.params)
     first_use: dict[int, tuple] = {}
-    value_of_binding: list[int] = []
-    v = n_params
+    immediate_values = set()
+    value_of_binding = _first_values(task)
     for bi, b in enumerate(task.bindings):
         for oi, x in enumerate(b.operands):
-            first_use.setdefault(x, (bi, oi))
-        value_of_binding.append(v)
-        v += len(b.results)
+            if immediates.get(bi) == oi:
+                immediate_values.add(x)
+            else:
+                first_use.setdefault(x, (bi, oi))
     inf = (float("inf"), 0)
     consts = [
         (first_use.get(value_of_binding[bi], inf), bi)
         for bi, b in enumerate(task.bindings)
         if b.op == "constant"
+        and (value_of_binding[bi] in first_use or value_of_binding[bi] not in immediate_values)
     ]
     consts.sort()
     order = []
@@ -117,14 +152,14 @@ def _describe(ty) -> str:
 
 def emit_task_function(bb: relax.BlockBuilder, task: Task) -> TaskFunction:
     """Emit `task` into bb as a Relax function with attribute Primitive=1."""
-    order = _param_order(task)
+    immediates = immediate_operands(task)
+    order = _param_order(task, immediates)
     fn_params = []
     value_var: dict[int, relax.Expr] = {}
-    binding_first_value = []
-    v = len(task.params)
-    for b in task.bindings:
-        binding_first_value.append(v)
-        v += len(b.results)
+    binding_first_value = _first_values(task)
+    constant_of_value = {
+        binding_first_value[bi]: b for bi, b in enumerate(task.bindings) if b.op == "constant"
+    }
     call_plan = []
     for kind, idx in order:
         if kind == "param":
@@ -147,7 +182,12 @@ def emit_task_function(bb: relax.BlockBuilder, task: Task) -> TaskFunction:
                 if b.op == "constant":
                     continue
                 where = f"bindings[{bi}] ({b.op})"
-                operands = [value_var[x] for x in b.operands]
+                operands = [
+                    relax.const(_np_constant(constant_of_value[x].attrs))
+                    if immediates.get(bi) == oi
+                    else value_var[x]
+                    for oi, x in enumerate(b.operands)
+                ]
                 try:
                     expr = OPS[b.op].lower(R, bb, operands, b.attrs)
                     out = bb.emit(expr)

@@ -36,6 +36,9 @@ class OpSpec:
     max_operands: int | None  # None: unbounded
     attrs: dict[str, tuple[str, Any]] = field(default_factory=dict)  # name -> (kind, default)
     lower: Callable[..., Any] | None = None  # (R, bb, operands, attrs) -> relax expr
+    # LegalizeOps writes a rank-0 constant operand into the TIR as an immediate (Relax's
+    # _binary legalization); lower.immediate_operand applies the rule.
+    inlines_scalar_constant: bool = False
 
 
 def _conv_attrs(kernel_layout: str, transpose: bool) -> dict:
@@ -344,7 +347,7 @@ def _build_table() -> dict[str, OpSpec]:
         )
     )
     for b in _BINARY:
-        add(_spec(b, 2, 2, {}, _binary(b)))
+        add(OpSpec(b, 2, 2, {}, _binary(b), inlines_scalar_constant=True))
     add(_spec("where", 3, 3, {}, lambda R, bb, xs, a: R.where(xs[0], xs[1], xs[2])))
     for r in ["sum", "mean", "max", "min", "prod"]:
         add(_spec(r, 1, 1, REDUCE, _reduce(r)))
