@@ -46,9 +46,14 @@ fn write_canonical(v: &Value, out: &mut String) {
     }
 }
 
-/// A compilation target: the canonical JSON of TVM's target config (`Target.export()`),
-/// keys sorted. Two targets are the same exactly when their canonical JSON is equal; defaults
-/// are not filled in, so callers pass the config TVM exports, as MetaSchedule records do.
+/// A compilation target: its JSON config with keys sorted at every level. Equal JSON means
+/// the same target; sorting makes key order irrelevant, but defaults spelled out or not
+/// (`{"kind": "llvm"}` vs TVM's `{"keys": ["cpu"], "kind": "llvm", "tag": "", ...}`) only
+/// TVM can reconcile. So records are stored under TVM's canonical form (`Target.export()`,
+/// what MetaSchedule records carry and what the worker's `target` method returns), and
+/// `tgc tune` registers the spelling it was given as an alias of that form
+/// ([`crate::Cache::register_target`]): lookups with a registered spelling, by processes
+/// without TVM (`tgc opt`'s annotate-cache), find the same records.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Target {
     canonical: String,
@@ -99,41 +104,63 @@ impl fmt::Display for Target {
     }
 }
 
-/// The software that produced a record: TVM and tvm-ffi versions. Traces replay reliably only
-/// under the toolchain that recorded them, so it is part of every lookup.
+/// The software that produced a record: the TVM, tvm-ffi and LLVM versions, as the TVM
+/// worker reports them (`hello`). Traces replay reliably only under the toolchain that
+/// recorded them, so it is part of every lookup: records of two toolchains never mix.
+///
+/// `llvm` is TVM's `llvm_version_major()` (`"22"` for the pinned wheel), `"none"` for a TVM
+/// built without LLVM, and empty when unknown: records of caches from before schema version
+/// 2 whose toolchain was not the pinned one, and imports named with the two-part form.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Toolchain {
     pub tvm: String,
     pub tvm_ffi: String,
+    pub llvm: String,
 }
 
 impl Toolchain {
     /// The TVM pinned by this project (see shared TVM_NOTES).
     pub const PINNED_TVM: &'static str = "0.27.0.post1";
     pub const PINNED_TVM_FFI: &'static str = "0.1.14.post1";
+    /// The LLVM major version the pinned TVM wheel links (`llvm_version_major()`).
+    pub const PINNED_LLVM: &'static str = "22";
 
-    pub fn new(tvm: impl Into<String>, tvm_ffi: impl Into<String>) -> Toolchain {
+    pub fn new(
+        tvm: impl Into<String>,
+        tvm_ffi: impl Into<String>,
+        llvm: impl Into<String>,
+    ) -> Toolchain {
         Toolchain {
             tvm: tvm.into(),
             tvm_ffi: tvm_ffi.into(),
+            llvm: llvm.into(),
         }
     }
 
     /// The toolchain this project pins.
     pub fn pinned() -> Toolchain {
-        Toolchain::new(Self::PINNED_TVM, Self::PINNED_TVM_FFI)
+        Toolchain::new(Self::PINNED_TVM, Self::PINNED_TVM_FFI, Self::PINNED_LLVM)
     }
 
-    /// Parses `TVM_VERSION/TVM_FFI_VERSION`, the form `Display` prints.
+    /// Whether this is the pinned toolchain.
+    pub fn is_pinned(&self) -> bool {
+        *self == Toolchain::pinned()
+    }
+
+    /// Parses `TVM/TVM_FFI/LLVM`, the form `Display` prints, e.g.
+    /// `0.27.0.post1/0.1.14.post1/22`; `TVM/TVM_FFI` means an unknown LLVM (empty `llvm`).
     pub fn parse(s: &str) -> Result<Toolchain> {
-        match s.split_once('/') {
-            Some((tvm, ffi)) if !tvm.trim().is_empty() && !ffi.trim().is_empty() => {
-                Ok(Toolchain::new(tvm.trim(), ffi.trim()))
+        let parts: Vec<&str> = s.split('/').map(str::trim).collect();
+        match parts.as_slice() {
+            [tvm, ffi, llvm] if !tvm.is_empty() && !ffi.is_empty() && !llvm.is_empty() => {
+                Ok(Toolchain::new(*tvm, *ffi, *llvm))
             }
+            [tvm, ffi] if !tvm.is_empty() && !ffi.is_empty() => Ok(Toolchain::new(*tvm, *ffi, "")),
             _ => Err(CacheError::invalid(
                 "toolchain",
                 format!(
-                    "'{s}': expected TVM_VERSION/TVM_FFI_VERSION, e.g. 0.27.0.post1/0.1.14.post1"
+                    "'{s}': expected TVM_VERSION/TVM_FFI_VERSION/LLVM_VERSION, e.g. {}",
+                    Toolchain::pinned()
                 ),
             )),
         }
@@ -142,7 +169,11 @@ impl Toolchain {
 
 impl fmt::Display for Toolchain {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.tvm, self.tvm_ffi)
+        if self.llvm.is_empty() {
+            write!(f, "{}/{}", self.tvm, self.tvm_ffi)
+        } else {
+            write!(f, "{}/{}/{}", self.tvm, self.tvm_ffi, self.llvm)
+        }
     }
 }
 
@@ -339,8 +370,29 @@ mod tests {
     #[test]
     fn toolchain_parses_its_display_form() {
         let t = Toolchain::pinned();
+        assert_eq!(t.to_string(), "0.27.0.post1/0.1.14.post1/22");
         assert_eq!(Toolchain::parse(&t.to_string()).unwrap(), t);
-        assert!(Toolchain::parse("0.27").is_err());
+        assert!(t.is_pinned());
+        let other = Toolchain::new("0.28.0", "0.1.15", "20");
+        assert_eq!(Toolchain::parse(&other.to_string()).unwrap(), other);
+        assert!(!other.is_pinned());
+        assert_eq!(
+            Toolchain::parse(" 0.27.0.post1 / 0.1.14.post1 / 22 ").unwrap(),
+            t
+        );
+        // The two-part form: LLVM unknown, printed back the same way.
+        let legacy = Toolchain::parse("0.26.0/0.1.9").unwrap();
+        assert_eq!(legacy, Toolchain::new("0.26.0", "0.1.9", ""));
+        assert_eq!(legacy.to_string(), "0.26.0/0.1.9");
+        assert_ne!(legacy, Toolchain::new("0.26.0", "0.1.9", "22"));
+        for bad in ["0.27", "", "a//22", "/b/22", "a/b/", "a/b/c/d"] {
+            let err = Toolchain::parse(bad).unwrap_err().to_string();
+            assert!(
+                err.contains("TVM_VERSION/TVM_FFI_VERSION/LLVM_VERSION"),
+                "{bad}: {err}"
+            );
+            assert!(!err.contains('\n'), "{err}");
+        }
     }
 
     #[test]

@@ -34,10 +34,10 @@
 
 use crate::error::{CacheError, Result, SqliteContext};
 use crate::model::{NewRecord, Provenance, Target, Toolchain, Trace, Workload, MS_INVALID_SECS};
-use crate::store::{Cache, Group, PutSummary, Writer};
+use crate::store::{self, Cache, Group, PutSummary, Writer};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
-use rusqlite::{params, OptionalExtension};
+use rusqlite::params;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -358,7 +358,7 @@ pub fn import(cache: &mut Cache, dir: &Path, toolchain: &Toolchain) -> Result<Im
             let target_id = match targets.get(rec.target.canonical_json()) {
                 Some(&id) => id,
                 None => {
-                    let id = w.target(&rec.target)?;
+                    let id = w.target_for(&rec.target, toolchain_id)?;
                     targets.insert(rec.target.canonical_json().to_string(), id);
                     id
                 }
@@ -459,24 +459,9 @@ pub fn export(cache: &Cache, dir: &Path, opts: &ExportOptions) -> Result<ExportS
     };
     std::fs::create_dir_all(dir).map_err(|e| CacheError::io(dir, e))?;
     let tx = conn.unchecked_transaction().at(path)?;
-    let toolchain_id: Option<i64> = tx
-        .query_row(
-            "SELECT id FROM toolchains WHERE tvm_version = ?1 AND tvm_ffi_version = ?2",
-            params![opts.toolchain.tvm, opts.toolchain.tvm_ffi],
-            |r| r.get(0),
-        )
-        .optional()
-        .at(path)?;
+    let toolchain_id = store::toolchain_id(&tx, path, &opts.toolchain)?;
     let target_id: Option<i64> = match &opts.target {
-        Some(t) => tx
-            .query_row(
-                "SELECT id FROM targets WHERE canonical_json = ?1",
-                [t.canonical_json()],
-                |r| r.get(0),
-            )
-            .optional()
-            .at(path)?
-            .or(Some(-1)),
+        Some(t) => store::resolve_target(&tx, path, t, toolchain_id)?.or(Some(-1)),
         None => None,
     };
     let toolchain_id = toolchain_id.unwrap_or(-1);

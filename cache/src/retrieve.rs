@@ -45,7 +45,7 @@
 
 use crate::error::{Result, SqliteContext};
 use crate::model::{features_from_json, Target, Toolchain, Trace, TraceDigest};
-use crate::store::Cache;
+use crate::store::{self, Cache};
 use rusqlite::{params, OptionalExtension};
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
@@ -125,6 +125,16 @@ pub struct Candidate {
     pub source: SourceTask,
     /// The toolchain that measured it (differs from the query's only across toolchains).
     pub toolchain: Toolchain,
+    /// Where the record came from (its provenance source): `tune` for a record `tgc tune`
+    /// measured, `import:<dir>` for one imported from a MetaSchedule database.
+    pub origin: String,
+}
+
+impl Candidate {
+    /// Whether the record was imported from a MetaSchedule database.
+    pub fn is_imported(&self) -> bool {
+        self.origin.starts_with("import:")
+    }
 }
 
 /// A lookup: the task, where it will run, and how many candidates to return.
@@ -294,28 +304,13 @@ impl Cache {
         }
         // One read transaction: a consistent snapshot while other processes write.
         let tx = self.conn.unchecked_transaction().at(path)?;
-        let target_id: Option<i64> = tx
-            .prepare_cached("SELECT id FROM targets WHERE canonical_json = ?1")
-            .and_then(|mut s| {
-                s.query_row([q.target.canonical_json()], |r| r.get(0))
-                    .optional()
-            })
-            .at(path)?;
-        let Some(target_id) = target_id else {
-            return Ok(Vec::new());
-        };
-        let toolchain_id: Option<i64> = tx
-            .prepare_cached(
-                "SELECT id FROM toolchains WHERE tvm_version = ?1 AND tvm_ffi_version = ?2",
-            )
-            .and_then(|mut s| {
-                s.query_row(params![q.toolchain.tvm, q.toolchain.tvm_ffi], |r| r.get(0))
-                    .optional()
-            })
-            .at(path)?;
+        let toolchain_id = store::toolchain_id(&tx, path, q.toolchain)?;
         if toolchain_id.is_none() && !q.any_toolchain {
             return Ok(Vec::new());
         }
+        let Some(target_id) = store::resolve_target(&tx, path, q.target, toolchain_id)? else {
+            return Ok(Vec::new());
+        };
         let toolchain_filter = if q.any_toolchain { None } else { toolchain_id };
 
         let rows_of = |task_id: i64| -> Result<Vec<Row>> {
@@ -508,10 +503,10 @@ impl Cache {
         let mut toolchains: IdMap<i64, Toolchain> = IdMap::default();
         let mut out = Vec::with_capacity(hits.len());
         for hit in hits {
-            let (task_id, toolchain_id, mean, n, model, task_name, trace_json, digest, trials) = tx
+            let (task_id, toolchain_id, mean, n, model, task_name, trace_json, digest, trials, origin) = tx
                 .prepare_cached(
                     "SELECT r.task_id, r.toolchain_id, r.mean_latency, r.num_samples, r.model, r.task_name,
-                            tr.trace_json, tr.digest, r.trials
+                            tr.trace_json, tr.digest, r.trials, r.source
                      FROM records r JOIN traces tr ON tr.id = r.trace_id WHERE r.id = ?1",
                 )
                 .and_then(|mut s| {
@@ -526,6 +521,7 @@ impl Cache {
                             r.get::<_, String>(6)?,
                             r.get::<_, Vec<u8>>(7)?,
                             r.get::<_, Option<i64>>(8)?,
+                            r.get::<_, String>(9)?,
                         ))
                     })
                 })
@@ -549,13 +545,14 @@ impl Cache {
             if let Entry::Vacant(slot) = toolchains.entry(toolchain_id) {
                 let toolchain = tx
                     .prepare_cached(
-                        "SELECT tvm_version, tvm_ffi_version FROM toolchains WHERE id = ?1",
+                        "SELECT tvm_version, tvm_ffi_version, llvm_version FROM toolchains WHERE id = ?1",
                     )
                     .and_then(|mut s| {
                         s.query_row([toolchain_id], |r| {
                             Ok(Toolchain::new(
                                 r.get::<_, String>(0)?,
                                 r.get::<_, String>(1)?,
+                                r.get::<_, String>(2)?,
                             ))
                         })
                     })
@@ -582,6 +579,7 @@ impl Cache {
                     task_name,
                 },
                 toolchain: toolchains[&toolchain_id].clone(),
+                origin,
             });
         }
         Ok(out)

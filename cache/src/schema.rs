@@ -13,7 +13,7 @@
 //! - `targets(id, kind, canonical_json)`: TVM target configs, keys sorted.
 //! - `toolchains(id, tvm_version, tvm_ffi_version)`.
 //! - `tasks(id, exact_key, structural_key, family_key, features_json, tvm_hash,
-//!   workload_json)`: a tgc task has its three `tgc1:` keys and features, and optionally its
+//!   workload_json)`: a tgc task has its three `tgc2:` keys and features, and optionally its
 //!   TVM workload; a workload imported from a MetaSchedule database has no tgc keys, only
 //!   its TVM structural hash and workload JSON (at most one such row per hash). Both kinds
 //!   meet through `tvm_hash`.
@@ -22,6 +22,16 @@
 //!   latencies_json, mean_latency, num_samples, model, task_name, trials, source,
 //!   created_at)`: one measured trace of a task on a target under a toolchain; at most one
 //!   per (task, target, toolchain, trace) and at most `best_k` per (task, target, toolchain).
+//!
+//! Version 2:
+//! - `toolchains(id, tvm_version, tvm_ffi_version, llvm_version)`: the LLVM version joins the
+//!   toolchain (TVM's `llvm_version_major()`; empty when unknown). The table is rebuilt with
+//!   the ids kept, so records keep their toolchain. Rows of version 1 get `'22'` when they are
+//!   the pinned TVM 0.27.0.post1 / tvm-ffi 0.1.14.post1 (the wheel links LLVM 22, and version
+//!   1 binaries keyed every tuning run by that pin), and `''` (unknown) otherwise.
+//! - `target_spellings(spelling, toolchain_id, target_id)`: a target as someone wrote it
+//!   (canonical JSON of the spelling) -> the target row of TVM's canonical form of it under
+//!   that toolchain. Lookups resolve a spelling through it before matching targets directly.
 
 use crate::error::{CacheError, Result, SqliteContext};
 use rusqlite::{Connection, TransactionBehavior};
@@ -36,9 +46,10 @@ pub struct Migration {
 }
 
 /// Every migration, oldest first; `MIGRATIONS[i]` upgrades version `i` to `i + 1`.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    description: "initial schema: settings, targets, toolchains, tasks, traces, records",
-    sql: r#"
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        description: "initial schema: settings, targets, toolchains, tasks, traces, records",
+        sql: r#"
 CREATE TABLE settings (
     name  TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -104,7 +115,36 @@ CREATE TABLE records (
 CREATE INDEX records_best ON records(task_id, target_id, toolchain_id, mean_latency, trace_id);
 CREATE INDEX records_by_trace ON records(trace_id);
 "#,
-}];
+    },
+    Migration {
+        description:
+            "toolchains gain the LLVM version; target spellings resolve to TVM's canonical targets",
+        sql: r#"
+CREATE TABLE toolchains_v2 (
+    id              INTEGER PRIMARY KEY,
+    tvm_version     TEXT NOT NULL,
+    tvm_ffi_version TEXT NOT NULL,
+    llvm_version    TEXT NOT NULL,
+    UNIQUE (tvm_version, tvm_ffi_version, llvm_version)
+);
+INSERT INTO toolchains_v2(id, tvm_version, tvm_ffi_version, llvm_version)
+    SELECT id, tvm_version, tvm_ffi_version,
+           CASE WHEN tvm_version = '0.27.0.post1' AND tvm_ffi_version = '0.1.14.post1'
+                THEN '22' ELSE '' END
+    FROM toolchains;
+DROP TABLE toolchains;
+ALTER TABLE toolchains_v2 RENAME TO toolchains;
+
+CREATE TABLE target_spellings (
+    spelling     TEXT NOT NULL,
+    toolchain_id INTEGER NOT NULL REFERENCES toolchains(id) ON DELETE CASCADE,
+    target_id    INTEGER NOT NULL REFERENCES targets(id) ON DELETE CASCADE,
+    PRIMARY KEY (spelling, toolchain_id)
+) WITHOUT ROWID;
+CREATE INDEX target_spellings_by_target ON target_spellings(target_id);
+"#,
+    },
+];
 
 /// The schema version this binary writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -129,6 +169,32 @@ pub fn migrate(conn: &mut Connection, path: &Path, migrations: &[Migration]) -> 
     if found == supported {
         return Ok(());
     }
+    // A step may rebuild a table that others reference (SQLite's procedure for changing a
+    // constraint: create, copy, drop, rename), which foreign key enforcement would refuse
+    // midway. Enforcement is off during the migration (the pragma is a no-op inside a
+    // transaction, hence here), the result is checked before commit, and the setting is
+    // restored whatever happens.
+    let fk: bool = conn
+        .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
+        .at(path)?;
+    if fk {
+        conn.pragma_update(None, "foreign_keys", false).at(path)?;
+    }
+    let result = migrate_steps(conn, path, migrations, supported);
+    if fk {
+        let restored = conn.pragma_update(None, "foreign_keys", true).at(path);
+        result.and(restored)
+    } else {
+        result
+    }
+}
+
+fn migrate_steps(
+    conn: &mut Connection,
+    path: &Path,
+    migrations: &[Migration],
+    supported: i64,
+) -> Result<()> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .at(path)?;
@@ -163,6 +229,19 @@ pub fn migrate(conn: &mut Connection, path: &Path, migrations: &[Migration]) -> 
     }
     for step in &migrations[found as usize..] {
         tx.execute_batch(step.sql).at(path)?;
+    }
+    let dangling: i64 = tx
+        .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
+            r.get(0)
+        })
+        .at(path)?;
+    if dangling > 0 {
+        return Err(CacheError::Corrupt {
+            path: path.to_path_buf(),
+            detail: format!(
+                "migrating from schema version {found} would leave {dangling} rows referring to missing rows"
+            ),
+        });
     }
     tx.pragma_update(None, "user_version", supported).at(path)?;
     tx.commit().at(path)
@@ -223,6 +302,47 @@ mod tests {
             matches!(err, CacheError::SchemaTooNew { found, supported, .. } if found == SCHEMA_VERSION + 1 && supported == SCHEMA_VERSION),
             "{err}"
         );
+    }
+
+    #[test]
+    fn rebuilding_a_referenced_table_keeps_references_and_foreign_keys_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.sqlite");
+        let mut conn = open(&path);
+        conn.pragma_update(None, "foreign_keys", true).unwrap();
+        migrate(&mut conn, &path, &MIGRATIONS[..1]).unwrap();
+        conn.execute_batch(
+            r#"INSERT INTO targets(id, kind, canonical_json) VALUES (1, 'llvm', '{"kind":"llvm"}');
+               INSERT INTO toolchains(id, tvm_version, tvm_ffi_version) VALUES (5, '0.27.0.post1', '0.1.14.post1');
+               INSERT INTO tasks(id, tvm_hash, workload_json) VALUES (1, '7', '{}');
+               INSERT INTO traces(id, digest, trace_json) VALUES (1, zeroblob(32), '[[],[]]');
+               INSERT INTO records(task_id, target_id, toolchain_id, trace_id, latencies_json, mean_latency,
+                 num_samples, source, created_at) VALUES (1, 1, 5, 1, '[1]', 1, 1, 'tune', 0);"#,
+        )
+        .unwrap();
+        migrate(&mut conn, &path, MIGRATIONS).unwrap();
+        let fk: bool = conn
+            .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
+            .unwrap();
+        assert!(fk, "foreign keys are enforced again after the migration");
+        let llvm: String = conn
+            .query_row(
+                "SELECT c.llvm_version FROM records r JOIN toolchains c ON c.id = r.toolchain_id",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(llvm, "22");
+        // The rebuilt table is still the one records reference.
+        assert!(conn
+            .execute("DELETE FROM toolchains WHERE id = 5", [])
+            .is_err());
+        assert!(conn
+            .execute(
+                "INSERT INTO toolchains(tvm_version, tvm_ffi_version, llvm_version) VALUES ('0.27.0.post1', '0.1.14.post1', '21')",
+                [],
+            )
+            .is_ok());
     }
 
     #[test]

@@ -10,8 +10,8 @@
 
 use crate::error::{CacheError, Result, SqliteContext};
 use crate::model::{
-    canonical_json, features_to_json, latency_mean, NewRecord, Target, TaskEntry, Toolchain,
-    Workload,
+    canonical_json, features_to_json, latency_mean, NewRecord, Provenance, Target, TaskEntry,
+    Toolchain, Trace, TraceDigest, Workload,
 };
 use crate::retrieve::RankingConfig;
 use crate::schema;
@@ -205,6 +205,7 @@ impl Cache {
             target.canonical_json(),
             toolchain.tvm.as_str(),
             toolchain.tvm_ffi.as_str(),
+            toolchain.llvm.as_str(),
         ] {
             h.update(part.as_bytes());
             h.update(&[0]);
@@ -242,6 +243,52 @@ impl Cache {
         Ok(pruned)
     }
 
+    /// Records that `spelling` means the target `canonical` under `toolchain` (TVM's canonical
+    /// form of it, from the worker's `target` method), so that lookups and writes with the
+    /// spelling use the canonical target's records. Records an older tgc filed under the
+    /// spelling itself (a target row with that JSON, same toolchain) move to the canonical
+    /// target, keeping the best k. Returns the number of records moved. Registering a target
+    /// as its own spelling only makes sure its row exists.
+    pub fn register_target(
+        &mut self,
+        spelling: &Target,
+        canonical: &Target,
+        toolchain: &Toolchain,
+    ) -> Result<usize> {
+        if spelling.kind() != canonical.kind() {
+            return Err(CacheError::invalid(
+                "target",
+                format!("{spelling} cannot mean {canonical}: the kinds differ"),
+            ));
+        }
+        let path = self.path.clone();
+        let tx = self.write_tx()?;
+        let mut w = Writer::new(&tx, &path)?;
+        let toolchain_id = w.toolchain(toolchain)?;
+        let target_id = w.target(canonical)?;
+        let mut moved = 0;
+        if spelling != canonical {
+            tx.prepare_cached(
+                "INSERT INTO target_spellings(spelling, toolchain_id, target_id) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(spelling, toolchain_id) DO UPDATE SET target_id = excluded.target_id",
+            )
+            .and_then(|mut s| s.execute(params![spelling.canonical_json(), toolchain_id, target_id]))
+            .at(&path)?;
+            let legacy: Option<i64> = tx
+                .prepare_cached("SELECT id FROM targets WHERE canonical_json = ?1")
+                .and_then(|mut s| {
+                    s.query_row([spelling.canonical_json()], |r| r.get(0))
+                        .optional()
+                })
+                .at(&path)?;
+            if let Some(legacy) = legacy {
+                moved = w.move_records(legacy, target_id, toolchain_id)?;
+            }
+        }
+        tx.commit().at(&path)?;
+        Ok(moved)
+    }
+
     /// Stores measured records of a task on a target under a toolchain, in one transaction:
     /// registers the task (or fills in its workload), dedupes traces by digest, keeps the
     /// faster measurement of a trace seen before, and prunes the group to the best k.
@@ -256,8 +303,8 @@ impl Cache {
         let tx = self.write_tx()?;
         let mut w = Writer::new(&tx, &path)?;
         let task_id = w.tgc_task(task)?;
-        let target_id = w.target(target)?;
         let toolchain_id = w.toolchain(toolchain)?;
+        let target_id = w.target_for(target, toolchain_id)?;
         let mut summary = PutSummary::default();
         for r in records {
             w.record(
@@ -285,8 +332,8 @@ impl Cache {
         let path = self.path.clone();
         let tx = self.write_tx()?;
         let mut w = Writer::new(&tx, &path)?;
-        let target_id = w.target(target)?;
         let toolchain_id = w.toolchain(toolchain)?;
+        let target_id = w.target_for(target, toolchain_id)?;
         let mut summary = PutSummary::default();
         for (task, records) in entries {
             let task_id = w.tgc_task(task)?;
@@ -335,15 +382,20 @@ impl Cache {
         let mut stmt = self
             .conn
             .prepare(
-                "SELECT c.tvm_version, c.tvm_ffi_version, (SELECT count(*) FROM records r WHERE r.toolchain_id = c.id)
-                 FROM toolchains c ORDER BY c.tvm_version, c.tvm_ffi_version",
+                "SELECT c.tvm_version, c.tvm_ffi_version, c.llvm_version,
+                        (SELECT count(*) FROM records r WHERE r.toolchain_id = c.id)
+                 FROM toolchains c ORDER BY c.tvm_version, c.tvm_ffi_version, c.llvm_version",
             )
             .at(p)?;
         let rows = stmt
             .query_map([], |r| {
                 Ok((
-                    Toolchain::new(r.get::<_, String>(0)?, r.get::<_, String>(1)?),
-                    r.get::<_, i64>(2)? as u64,
+                    Toolchain::new(
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                    ),
+                    r.get::<_, i64>(3)? as u64,
                 ))
             })
             .at(p)?;
@@ -462,6 +514,61 @@ fn prune_all(tx: &Transaction, path: &Path, k: usize) -> Result<usize> {
     .at(path)
 }
 
+/// The id of `t`'s toolchain row, if the cache knows it.
+pub(crate) fn toolchain_id(conn: &Connection, path: &Path, t: &Toolchain) -> Result<Option<i64>> {
+    conn.prepare_cached(
+        "SELECT id FROM toolchains WHERE tvm_version = ?1 AND tvm_ffi_version = ?2 AND llvm_version = ?3",
+    )
+    .and_then(|mut s| s.query_row(params![t.tvm, t.tvm_ffi, t.llvm], |r| r.get(0)).optional())
+    .at(path)
+}
+
+/// The canonical target that the spelling `t` was registered for under `toolchain_id`.
+fn spelled_target(
+    conn: &Connection,
+    path: &Path,
+    t: &Target,
+    toolchain_id: i64,
+) -> Result<Option<i64>> {
+    conn.prepare_cached(
+        "SELECT target_id FROM target_spellings WHERE spelling = ?1 AND toolchain_id = ?2",
+    )
+    .and_then(|mut s| {
+        s.query_row(params![t.canonical_json(), toolchain_id], |r| r.get(0))
+            .optional()
+    })
+    .at(path)
+}
+
+/// The target row that lookups of `t` under the toolchain `toolchain_id` read: the canonical
+/// target the spelling was registered for under that toolchain, else the row of `t` itself;
+/// with no toolchain (one the cache does not know, or a lookup across toolchains), a
+/// registration under any toolchain counts.
+pub(crate) fn resolve_target(
+    conn: &Connection,
+    path: &Path,
+    t: &Target,
+    toolchain_id: Option<i64>,
+) -> Result<Option<i64>> {
+    if let Some(tc) = toolchain_id {
+        if let Some(id) = spelled_target(conn, path, t, tc)? {
+            return Ok(Some(id));
+        }
+    }
+    let own: Option<i64> = conn
+        .prepare_cached("SELECT id FROM targets WHERE canonical_json = ?1")
+        .and_then(|mut s| s.query_row([t.canonical_json()], |r| r.get(0)).optional())
+        .at(path)?;
+    if own.is_some() || toolchain_id.is_some() {
+        return Ok(own);
+    }
+    conn.prepare_cached(
+        "SELECT target_id FROM target_spellings WHERE spelling = ?1 ORDER BY toolchain_id LIMIT 1",
+    )
+    .and_then(|mut s| s.query_row([t.canonical_json()], |r| r.get(0)).optional())
+    .at(path)
+}
+
 fn delete_orphan_traces(tx: &Transaction, path: &Path) -> Result<usize> {
     tx.execute("DELETE FROM traces WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.trace_id = traces.id)", []).at(path)
 }
@@ -505,11 +612,104 @@ impl<'a> Writer<'a> {
     pub(crate) fn toolchain(&mut self, t: &Toolchain) -> Result<i64> {
         self.tx
             .prepare_cached(
-                "INSERT INTO toolchains(tvm_version, tvm_ffi_version) VALUES (?1, ?2)
-                 ON CONFLICT(tvm_version, tvm_ffi_version) DO UPDATE SET tvm_version = excluded.tvm_version RETURNING id",
+                "INSERT INTO toolchains(tvm_version, tvm_ffi_version, llvm_version) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(tvm_version, tvm_ffi_version, llvm_version) DO UPDATE SET tvm_version = excluded.tvm_version
+                 RETURNING id",
             )
-            .and_then(|mut s| s.query_row(params![t.tvm, t.tvm_ffi], |r| r.get(0)))
+            .and_then(|mut s| s.query_row(params![t.tvm, t.tvm_ffi, t.llvm], |r| r.get(0)))
             .at(self.path)
+    }
+
+    /// The target row to write records of `t` under `toolchain_id`: the canonical target
+    /// the spelling `t` was registered for, else `t`'s own row.
+    pub(crate) fn target_for(&mut self, t: &Target, toolchain_id: i64) -> Result<i64> {
+        match spelled_target(self.tx, self.path, t, toolchain_id)? {
+            Some(id) => Ok(id),
+            None => self.target(t),
+        }
+    }
+
+    /// Moves the records of target `from` under `toolchain_id` to target `to`, with the
+    /// rules of [`Writer::record`] (a trace stored twice keeps its faster measurement, each
+    /// group keeps its best k). Returns how many records were moved.
+    fn move_records(&mut self, from: i64, to: i64, toolchain_id: i64) -> Result<usize> {
+        let path = self.path;
+        type Moving = (i64, Vec<u8>, String, String, Option<String>, Provenance);
+        let rows: Vec<Moving> = self
+            .tx
+            .prepare(
+                "SELECT r.task_id, tr.digest, tr.trace_json, r.latencies_json, r.args_info_json,
+                        r.model, r.task_name, r.trials, r.source, r.created_at
+                 FROM records r JOIN traces tr ON tr.id = r.trace_id
+                 WHERE r.target_id = ?1 AND r.toolchain_id = ?2 ORDER BY r.id",
+            )
+            .and_then(|mut s| {
+                s.query_map(params![from, toolchain_id], |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        Provenance {
+                            model: r.get(5)?,
+                            task_name: r.get(6)?,
+                            trials: r
+                                .get::<_, Option<i64>>(7)?
+                                .and_then(|t| u32::try_from(t).ok()),
+                            source: r.get(8)?,
+                            created_at: Some(r.get(9)?),
+                        },
+                    ))
+                })?
+                .collect()
+            })
+            .at(path)?;
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        // Delete first (the traces stay until the end), then store again under `to`.
+        self.tx
+            .execute(
+                "DELETE FROM records WHERE target_id = ?1 AND toolchain_id = ?2",
+                params![from, toolchain_id],
+            )
+            .at(path)?;
+        let mut summary = PutSummary::default();
+        for (task_id, digest, trace_json, latencies, args_info, provenance) in rows {
+            let corrupt = |what: &str| CacheError::Corrupt {
+                path: path.to_path_buf(),
+                detail: format!("a record of target {from} has {what}"),
+            };
+            let digest = <[u8; 32]>::try_from(digest.as_slice())
+                .map_err(|_| corrupt("a trace digest that is not 32 bytes"))?;
+            let latencies: Vec<f64> = serde_json::from_str(&latencies)
+                .map_err(|_| corrupt("latencies that are not a JSON list of numbers"))?;
+            let args_info = match args_info {
+                Some(text) => Some(
+                    serde_json::from_str(&text)
+                        .map_err(|_| corrupt("args_info that is not JSON"))?,
+                ),
+                None => None,
+            };
+            let record = NewRecord {
+                trace: Trace::from_stored(trace_json, TraceDigest(digest)),
+                latencies,
+                args_info,
+                provenance,
+            };
+            self.record(
+                Group {
+                    task_id,
+                    target_id: to,
+                    toolchain_id,
+                },
+                &record,
+                &mut summary,
+            )?;
+        }
+        delete_orphan_traces(self.tx, path)?;
+        Ok(summary.inserted + summary.improved + summary.duplicates + summary.pruned)
     }
 
     /// Registers a tgc task; a later call with a workload fills in the workload.

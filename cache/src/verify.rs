@@ -7,7 +7,8 @@
 //! - each trace's digest is the blake3 of its canonical JSON, which is `[instructions,
 //!   decisions]`;
 //! - each task's keys are `tgc1:` keys and its features parse; TVM hashes are u64;
-//! - each target's JSON is canonical and names its kind.
+//! - each target's JSON is canonical and names its kind, and so is each target spelling's,
+//!   with the kind of the target it stands for.
 
 use crate::error::{CacheError, Result};
 use crate::model::{canonical_json, features_from_json, Trace, TraceDigest, MS_INVALID_SECS};
@@ -290,6 +291,21 @@ fn check_tasks_and_targets(
                     && v.get("kind").and_then(Value::as_str) == Some(kind.as_str()) => {}
             _ => p.push(format!(
                 "target {id}: JSON is not the canonical config of a '{kind}' target"
+            )),
+        }
+    }
+    let mut stmt = c.conn.prepare(
+        "SELECT s.spelling, s.toolchain_id, t.kind FROM target_spellings s JOIN targets t ON t.id = s.target_id",
+    )?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        let (json, toolchain, kind): (String, i64, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+        match serde_json::from_str::<Value>(&json) {
+            Ok(v)
+                if canonical_json(&v) == json
+                    && v.get("kind").and_then(Value::as_str) == Some(kind.as_str()) => {}
+            _ => p.push(format!(
+                "target spelling {json} (toolchain {toolchain}): not the canonical JSON of a '{kind}' target"
             )),
         }
     }

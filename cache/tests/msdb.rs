@@ -168,7 +168,7 @@ fn imported_workloads_link_to_tgc_tasks_by_tvm_hash() {
         .iter()
         .all(|c| c.source.exact_key.is_none() && c.source.tvm_hash == Some(hash)));
     // Imported records are only ever found for this target and toolchain.
-    let other = Toolchain::new("0.26.0", "0.1.0");
+    let other = Toolchain::new("0.26.0", "0.1.0", "20");
     assert!(cache
         .lookup(&Query::new(&task.keys, &task.features, &target, &other, 100).with_tvm_hash(hash))
         .unwrap()
@@ -360,7 +360,7 @@ fn export_then_import_preserves_every_valid_record() {
 fn export_selects_toolchain_and_target_and_reports_tasks_without_workload() {
     let tmp = tempfile::tempdir().unwrap();
     let mut cache = temp_cache(tmp.path());
-    let old = Toolchain::new("0.26.0", "0.1.9");
+    let old = Toolchain::new("0.26.0", "0.1.9", "20");
     msdb::import(&mut cache, &fixture(), &old).unwrap();
     let llvm = Target::parse(r#"{"kind":"llvm"}"#).unwrap();
     let recs: Vec<NewRecord> = (0..3).map(synth::record).collect();

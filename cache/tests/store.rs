@@ -128,7 +128,7 @@ fn best_k_bounds_every_group_and_can_be_lowered() {
 fn target_and_toolchain_are_part_of_every_lookup() {
     let (_d, _p, mut cache) = temp_cache();
     let task = synth::task(0, 0, 0);
-    let old = Toolchain::new("0.20.0", "0.1.0");
+    let old = Toolchain::new("0.20.0", "0.1.0", "15");
     cache
         .put(&task, &llvm(), &tc(), &[record_with(1, 1e-4)])
         .unwrap();
@@ -160,7 +160,7 @@ fn target_and_toolchain_are_part_of_every_lookup() {
     );
     // Another TVM version is not applied unless asked for.
     assert_eq!(on(&llvm(), &old).len(), 1);
-    assert!(on(&llvm(), &Toolchain::new("0.28.0", "0.2.0")).is_empty());
+    assert!(on(&llvm(), &Toolchain::new("0.28.0", "0.2.0", "22")).is_empty());
     let any = cache
         .lookup(&Query::new(&task.keys, &task.features, &llvm(), &tc(), 10).across_toolchains())
         .unwrap();
@@ -592,4 +592,214 @@ fn tag_of(t: &tgc_cache::Trace) -> u64 {
     v[1].as_array().unwrap().last().unwrap()[1]
         .as_u64()
         .unwrap()
+}
+
+fn tags(found: &[tgc_cache::Candidate]) -> Vec<u64> {
+    found.iter().map(|c| tag_of(&c.trace)).collect()
+}
+
+#[test]
+fn records_of_two_toolchains_stay_apart() {
+    let (_d, _p, mut cache) = temp_cache();
+    let task = lowered(synth::task(0, 0, 0), 77, "{}");
+    // The same TVM and tvm-ffi, another LLVM: another toolchain.
+    let llvm21 = Toolchain::new(Toolchain::PINNED_TVM, Toolchain::PINNED_TVM_FFI, "21");
+    cache
+        .put(&task, &llvm(), &tc(), &[record_with(1, 1e-4)])
+        .unwrap();
+    cache
+        .put(&task, &llvm(), &llvm21, &[record_with(2, 1e-5)])
+        .unwrap();
+    let lookup = |c: &Toolchain| {
+        cache
+            .lookup(&Query::new(&task.keys, &task.features, &llvm(), c, 10).with_tvm_hash(77))
+            .unwrap()
+    };
+    assert_eq!(tags(&lookup(&tc())), vec![1]);
+    assert_eq!(tags(&lookup(&llvm21)), vec![2]);
+    // LLVM unknown (the two-part form) is a third toolchain, which has no records.
+    assert!(lookup(&Toolchain::parse("0.27.0.post1/0.1.14.post1").unwrap()).is_empty());
+    let mut seen = cache.stats().unwrap().toolchains;
+    seen.sort();
+    assert_eq!(seen, vec![(llvm21.clone(), 1), (tc(), 1)]);
+    // The neighbour tiers keep them apart too.
+    let neighbour = synth::task(0, 0, 1);
+    assert_eq!(
+        tags(
+            &cache
+                .candidates(&neighbour.keys, &neighbour.features, &llvm(), &llvm21, 10)
+                .unwrap()
+        ),
+        vec![2]
+    );
+}
+
+/// `{"kind":"llvm","num-cores":2}` as TVM 0.27 exports it.
+fn llvm_exported() -> Target {
+    Target::parse(
+        r#"{"kind":"llvm","keys":["cpu"],"mtriple":"x86_64-conda-linux-gnu","num-cores":2,"tag":""}"#,
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_registered_spelling_finds_the_canonical_targets_records() {
+    let (_d, path, mut cache) = temp_cache();
+    let spelled = Target::parse(r#"{"num-cores":2,"kind":"llvm"}"#).unwrap();
+    let canonical = llvm_exported();
+    let other = Toolchain::new(Toolchain::PINNED_TVM, Toolchain::PINNED_TVM_FFI, "21");
+    let task = synth::task(0, 0, 0);
+    let find = |cache: &Cache, t: &Target, c: &Toolchain| {
+        tags(
+            &cache
+                .candidates(&task.keys, &task.features, t, c, 10)
+                .unwrap(),
+        )
+    };
+    // An older tgc filed records under the spelling; the canonical target has trace 1
+    // measured faster, and trace 3. Another toolchain has a record under the spelling.
+    cache
+        .put(
+            &task,
+            &spelled,
+            &tc(),
+            &[record_with(1, 2e-4), record_with(2, 3e-4)],
+        )
+        .unwrap();
+    cache
+        .put(
+            &task,
+            &canonical,
+            &tc(),
+            &[record_with(1, 1e-4), record_with(3, 5e-4)],
+        )
+        .unwrap();
+    cache
+        .put(&task, &spelled, &other, &[record_with(4, 1e-4)])
+        .unwrap();
+    assert_eq!(find(&cache, &spelled, &tc()), vec![1, 2]);
+    assert_eq!(find(&cache, &canonical, &tc()), vec![1, 3]);
+
+    assert_eq!(
+        cache.register_target(&spelled, &canonical, &tc()).unwrap(),
+        2
+    );
+    // Either spelling, in any key order, now reads the same records; trace 1 kept its
+    // faster measurement.
+    let reordered = Target::parse(r#"{"kind":"llvm","num-cores":2}"#).unwrap();
+    for t in [&spelled, &reordered, &canonical] {
+        assert_eq!(find(&cache, t, &tc()), vec![1, 2, 3], "{t}");
+    }
+    let best = cache
+        .candidates(&task.keys, &task.features, &spelled, &tc(), 1)
+        .unwrap();
+    assert_eq!(best[0].mean_latency, 1e-4);
+    // Registered under the pinned toolchain only: the other one keeps its own row.
+    assert_eq!(find(&cache, &spelled, &other), vec![4]);
+    assert!(find(&cache, &canonical, &other).is_empty());
+    // Writes with the spelling land on the canonical target.
+    cache
+        .put(&task, &spelled, &tc(), &[record_with(5, 1e-6)])
+        .unwrap();
+    assert_eq!(find(&cache, &canonical, &tc())[0], 5);
+    // Registering again moves nothing; a target registered as itself is a no-op.
+    assert_eq!(
+        cache.register_target(&spelled, &canonical, &tc()).unwrap(),
+        0
+    );
+    assert_eq!(
+        cache
+            .register_target(&canonical, &canonical, &tc())
+            .unwrap(),
+        0
+    );
+    let err = cache
+        .register_target(&cuda(), &canonical, &tc())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("the kinds differ") && !err.contains('\n'),
+        "{err}"
+    );
+    assert!(cache.verify().unwrap().is_ok());
+    // gc drops the emptied legacy row of the pinned toolchain, not the registration.
+    drop(cache);
+    let mut cache = Cache::open(&path).unwrap();
+    cache.gc(false).unwrap();
+    assert_eq!(find(&cache, &spelled, &tc()), vec![5, 1, 2, 3]);
+    assert_eq!(find(&cache, &spelled, &other), vec![4]);
+    assert!(cache.verify().unwrap().is_ok());
+}
+
+#[test]
+fn a_version_1_cache_opens_and_keeps_its_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.sqlite");
+    let task = synth::task(0, 0, 0);
+    {
+        // A cache as schema version 1 wrote it: toolchains without LLVM.
+        let mut conn = rusqlite::Connection::open(&path).unwrap();
+        tgc_cache::schema::migrate(&mut conn, &path, &tgc_cache::schema::MIGRATIONS[..1]).unwrap();
+        let features = serde_json::json!({
+            "bytes": task.features.bytes,
+            "flops": task.features.flops,
+            "log2_extents": task.features.log2_extents,
+        });
+        conn.execute(
+            "INSERT INTO tasks(id, exact_key, structural_key, family_key, features_json) VALUES (1, ?1, ?2, ?3, ?4)",
+            rusqlite::params![
+                task.keys.exact.to_string(),
+                task.keys.structural.to_string(),
+                task.keys.family.to_string(),
+                tgc_cache::canonical_json(&features)
+            ],
+        )
+        .unwrap();
+        conn.execute_batch(
+            r#"INSERT INTO targets(id, kind, canonical_json) VALUES (1, 'llvm', '{"kind":"llvm","num-cores":2}');
+               INSERT INTO toolchains(id, tvm_version, tvm_ffi_version) VALUES (1, '0.27.0.post1', '0.1.14.post1'), (2, '0.26.0', '0.1.9');"#,
+        )
+        .unwrap();
+        for (id, tag, toolchain) in [(1, 1u64, 1), (2, 2, 2)] {
+            let trace = synth::trace(tag);
+            conn.execute(
+                "INSERT INTO traces(id, digest, trace_json) VALUES (?1, ?2, ?3)",
+                rusqlite::params![id, &trace.digest().0[..], trace.json()],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO records(task_id, target_id, toolchain_id, trace_id, latencies_json, mean_latency,
+                   num_samples, source, created_at) VALUES (1, 1, ?1, ?2, '[0.0001]', 0.0001, 1, 'tune', 0)",
+                rusqlite::params![toolchain, id],
+            )
+            .unwrap();
+        }
+    }
+    let mut cache = Cache::open(&path).unwrap();
+    let st = cache.stats().unwrap();
+    assert_eq!(st.schema_version, tgc_cache::schema::SCHEMA_VERSION);
+    // The pinned TVM of version 1 gets the LLVM its wheel links; another is unknown.
+    let legacy = Toolchain::parse("0.26.0/0.1.9").unwrap();
+    assert_eq!(st.toolchains, vec![(legacy.clone(), 1), (tc(), 1)]);
+    let spelled = Target::parse(r#"{"kind":"llvm","num-cores":2}"#).unwrap();
+    let find = |cache: &Cache, t: &Target, c: &Toolchain| {
+        tags(
+            &cache
+                .candidates(&task.keys, &task.features, t, c, 10)
+                .unwrap(),
+        )
+    };
+    assert_eq!(find(&cache, &spelled, &tc()), vec![1]);
+    assert_eq!(find(&cache, &spelled, &legacy), vec![2]);
+    assert!(cache.verify().unwrap().is_ok());
+    // The first tgc tune that canonicalizes the old spelling moves the pinned records.
+    assert_eq!(
+        cache
+            .register_target(&spelled, &llvm_exported(), &tc())
+            .unwrap(),
+        1
+    );
+    assert_eq!(find(&cache, &llvm_exported(), &tc()), vec![1]);
+    assert_eq!(find(&cache, &spelled, &legacy), vec![2]);
+    assert!(cache.verify().unwrap().is_ok());
 }

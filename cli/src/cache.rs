@@ -29,15 +29,16 @@ enum CacheCommand {
     /// database_tuning_record.json); unreadable lines are skipped and counted.
     Import {
         dir: PathBuf,
-        /// The TVM that measured the records, as TVM_VERSION/TVM_FFI_VERSION.
-        #[arg(long, value_name = "TVM/FFI", default_value_t = Toolchain::pinned().to_string())]
+        /// The toolchain that measured the records, as TVM_VERSION/TVM_FFI_VERSION/LLVM_VERSION
+        /// (LLVM: TVM's llvm_version_major(); a MetaSchedule database does not record it).
+        #[arg(long, value_name = "TVM/FFI/LLVM", default_value_t = Toolchain::pinned().to_string())]
         toolchain: String,
     },
     /// Export the records of one toolchain as a MetaSchedule JSON database directory.
     Export {
         dir: PathBuf,
-        /// Which toolchain's records, as TVM_VERSION/TVM_FFI_VERSION.
-        #[arg(long, value_name = "TVM/FFI", default_value_t = Toolchain::pinned().to_string())]
+        /// Which toolchain's records, as TVM_VERSION/TVM_FFI_VERSION/LLVM_VERSION.
+        #[arg(long, value_name = "TVM/FFI/LLVM", default_value_t = Toolchain::pinned().to_string())]
         toolchain: String,
         /// Only records of this target (TVM target config JSON); default all targets.
         #[arg(long, value_name = "JSON")]
@@ -86,7 +87,7 @@ pub fn run(args: CacheArgs) -> Result<()> {
                     "records": s.records,
                     "file_bytes": s.file_bytes,
                     "targets": s.targets.iter().map(|(kind, config, records)| json!({"kind": kind, "config": config, "records": records})).collect::<Vec<_>>(),
-                    "toolchains": s.toolchains.iter().map(|(t, records)| json!({"tvm": t.tvm, "tvm_ffi": t.tvm_ffi, "records": records})).collect::<Vec<_>>(),
+                    "toolchains": s.toolchains.iter().map(|(t, records)| json!({"tvm": t.tvm, "tvm_ffi": t.tvm_ffi, "llvm": t.llvm, "records": records})).collect::<Vec<_>>(),
                 });
                 println!("{}", serde_json::to_string_pretty(&doc)?);
             } else {
@@ -105,8 +106,9 @@ pub fn run(args: CacheArgs) -> Result<()> {
                 }
                 println!("toolchains:");
                 for (t, records) in &s.toolchains {
+                    let llvm = if t.llvm.is_empty() { "?" } else { &t.llvm };
                     println!(
-                        "  tvm {} / tvm-ffi {} {records:>9} records",
+                        "  tvm {} / tvm-ffi {} / llvm {llvm} {records:>9} records",
                         t.tvm, t.tvm_ffi
                     );
                 }
