@@ -11,4 +11,4 @@ mod json;
 mod worker;
 
 pub use json::{module_json, task_json};
-pub use worker::{find_python, worker_dir, BridgeError, Worker, WorkerConfig};
+pub use worker::{find_python, worker_dir, BridgeError, Versions, Worker, WorkerConfig};

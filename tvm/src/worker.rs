@@ -104,6 +104,55 @@ impl WorkerConfig {
     }
 }
 
+/// The software versions the worker's TVM reports in `hello`: what records it measures are
+/// keyed by.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Versions {
+    pub tvm: String,
+    pub tvm_ffi: String,
+    /// TVM's `llvm_version_major()`; `None` for a TVM built without LLVM.
+    pub llvm: Option<String>,
+}
+
+impl Versions {
+    fn from_hello(hello: &Value) -> Result<Versions, BridgeError> {
+        let text = |k: &str| {
+            hello[k]
+                .as_str()
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .ok_or_else(|| {
+                    worker_error(
+                        format!(
+                            "the worker's hello has no '{k}' version string: {}",
+                            hello[k]
+                        ),
+                        None,
+                    )
+                })
+        };
+        let llvm = match hello.get("llvm") {
+            Some(Value::Null) => None,
+            Some(Value::String(v)) if !v.is_empty() => Some(v.clone()),
+            _ => {
+                return Err(worker_error(
+                    format!(
+                        "the worker's hello does not report its LLVM version (got {}); is {} this tgc's worker?",
+                        hello.get("llvm").unwrap_or(&Value::Null),
+                        worker_dir().display()
+                    ),
+                    None,
+                ))
+            }
+        };
+        Ok(Versions {
+            tvm: text("tvm")?,
+            tvm_ffi: text("tvm_ffi")?,
+            llvm,
+        })
+    }
+}
+
 /// A running worker.
 pub struct Worker {
     child: Child,
@@ -113,6 +162,7 @@ pub struct Worker {
     config: WorkerConfig,
     /// The worker's `hello` answer.
     pub hello: Value,
+    versions: Versions,
 }
 
 impl Worker {
@@ -170,6 +220,11 @@ impl Worker {
             next_id: 0,
             config,
             hello: Value::Null,
+            versions: Versions {
+                tvm: String::new(),
+                tvm_ffi: String::new(),
+                llvm: None,
+            },
         };
         let hello = w.call("hello", json!({}), None)?;
         if hello["protocol"].as_u64() != Some(PROTOCOL) {
@@ -181,8 +236,28 @@ impl Worker {
                 None,
             ));
         }
+        w.versions = Versions::from_hello(&hello)?;
         w.hello = hello;
         Ok(w)
+    }
+
+    /// The TVM, tvm-ffi and LLVM versions the worker reported.
+    pub fn versions(&self) -> &Versions {
+        &self.versions
+    }
+
+    /// TVM's canonical form of a target config (the worker's `target` method:
+    /// `Target.export()` of the target every method would build from it, keys sorted): two
+    /// spellings of one target give equal JSON.
+    pub fn canonical_target(&mut self, target: &Value) -> Result<Value, BridgeError> {
+        let r = self.call("target", json!({ "target": target }), None)?;
+        match r.get("canonical") {
+            Some(c) if c.get("kind").is_some_and(Value::is_string) => Ok(c.clone()),
+            _ => Err(worker_error(
+                format!("the worker's 'target' answer has no canonical config with a kind: {r}"),
+                None,
+            )),
+        }
     }
 
     /// The last lines of the worker's log, for error messages.

@@ -25,6 +25,49 @@ class TestProtocol(unittest.TestCase):
         self.assertIn("llvm", r["targets"])
         self.assertIn("cuda", r["targets"])
         self.assertIn("cpu", r["devices"])
+        # the LLVM this TVM links, as TVM reports it: part of the cache's toolchain
+        import tvm
+
+        self.assertEqual(r["llvm"], str(tvm.target.codegen.llvm_version_major()))
+        self.assertIn("target", r["methods"])
+
+    def test_target_spellings_have_one_canonical_form(self):
+        w = shared_worker()
+        spellings = [
+            {"kind": "llvm", "num-cores": 2},
+            {"num-cores": 2, "kind": "llvm", "keys": ["cpu"]},
+            {"tag": "", "num-cores": 2, "kind": "llvm", "keys": ["cpu"]},
+        ]
+        results = [w.call("target", {"target": t}) for t in spellings]
+        canonical = results[0]["canonical"]
+        for t, r in zip(spellings, results):
+            self.assertEqual(r["canonical"], canonical, t)
+            self.assertEqual(r["kind"], "llvm")
+        # TVM's defaults are spelled out, keys are sorted, and the form is a fixed point
+        self.assertEqual(canonical["keys"], ["cpu"])
+        self.assertEqual(canonical["num-cores"], 2)
+        self.assertEqual(list(canonical), sorted(canonical))
+        self.assertEqual(w.call("target", {"target": canonical})["canonical"], canonical)
+        # what MetaSchedule stores in its tuning records for the same target
+        import tvm
+        from tgc_worker.tvmutil import plain_json
+
+        stock = plain_json(tvm.target.Target({"kind": "llvm", "num-cores": 2}).export())
+        self.assertEqual(canonical, stock)
+        # other targets stay other targets
+        other = w.call("target", {"target": {"kind": "llvm", "num-cores": 4}})["canonical"]
+        self.assertNotEqual(other, canonical)
+        cuda = w.call("target", {"target": CUDA})
+        self.assertEqual(cuda["kind"], "cuda")
+        self.assertIn("max_shared_memory_per_block", cuda["canonical"])
+        # an llvm target without num-cores gets this machine's, as in every other method
+        bare = w.call("target", {"target": {"kind": "llvm"}})["canonical"]
+        self.assertIsInstance(bare["num-cores"], int)
+        for bad in ("llvm", {"kind": "llvm", "frob": 1}):
+            r = w.request("target", {"target": bad})
+            self.assertEqual(r["error"]["kind"], "bad_params", r)
+            self.assertNotIn("\n", r["error"]["message"])
+        self.assertEqual(w.request("target", {})["error"]["kind"], "bad_params")
 
     def test_bad_requests_keep_the_worker_serving(self):
         w = shared_worker()

@@ -13,7 +13,16 @@ import traceback
 from . import PROTOCOL_VERSION
 from .errors import WorkerError, one_line
 
-METHODS = ("hello", "lower", "replay", "sample", "tune", "build_and_measure", "shutdown")
+METHODS = (
+    "hello",
+    "target",
+    "lower",
+    "replay",
+    "sample",
+    "tune",
+    "build_and_measure",
+    "shutdown",
+)
 
 
 def _log(msg: str) -> None:
@@ -46,6 +55,8 @@ def m_hello(params: dict) -> dict:
     import tvm
     import tvm_ffi
 
+    from .tvmutil import llvm_version
+
     kinds = sorted(tvm.target.Target.list_kinds())
     targets = [
         k
@@ -63,11 +74,21 @@ def m_hello(params: dict) -> dict:
         "protocol": PROTOCOL_VERSION,
         "tvm": tvm.__version__,
         "tvm_ffi": tvm_ffi.__version__,
+        "llvm": llvm_version(),
         "targets": targets,
         "devices": devices,
         "methods": list(METHODS),
         "pid": os.getpid(),
     }
+
+
+def m_target(params: dict) -> dict:
+    from .tvmutil import canonical_target
+
+    if "target" not in params:
+        raise WorkerError("bad_params", "missing params.target")
+    canonical, target = canonical_target(params["target"])
+    return {"canonical": canonical, "kind": target.kind.name, "str": str(target)}
 
 
 def _task_and_target(params: dict):
@@ -202,6 +223,7 @@ def m_build_and_measure(params: dict) -> dict:
 
 HANDLERS = {
     "hello": m_hello,
+    "target": m_target,
     "lower": m_lower,
     "replay": m_replay,
     "sample": m_sample,

@@ -108,6 +108,39 @@ def parse_target(obj, task: str | None = None, with_host: bool = False) -> tvm.t
         raise WorkerError("bad_params", f"invalid target {json.dumps(obj)}: {one_line(e)}", task)
 
 
+def llvm_version() -> str | None:
+    """The LLVM this TVM links, as TVM reports it (`llvm_version_major()`, e.g. "22"); None
+    for a TVM built without LLVM."""
+    major = tvm.target.codegen.llvm_version_major(allow_none=True)
+    return None if major is None else str(int(major))
+
+
+# Fields of Target.export() that are not a property of the target (differ between two
+# processes for the same config) and so are left out of the canonical form. TVM 0.27's
+# export has none: checked for llvm (with and without num-cores, mcpu, mtriple, mattr,
+# keys), cuda (with and without arch and host) and c; every export is a fixed point.
+VOLATILE_TARGET_FIELDS: tuple[str, ...] = ()
+
+
+def _sorted_json(o):
+    if isinstance(o, dict):
+        return {k: _sorted_json(o[k]) for k in sorted(o) if k not in VOLATILE_TARGET_FIELDS}
+    if isinstance(o, list):
+        return [_sorted_json(x) for x in o]
+    return o
+
+
+def canonical_target(obj, task: str | None = None) -> tuple[dict, tvm.target.Target]:
+    """TVM's canonical form of a target config: the target `parse_target` builds from it
+    (num-cores and CUDA limits filled in as every method does) as `Target.export()` writes
+    it, which is also what MetaSchedule stores in its tuning records; keys sorted."""
+    target = parse_target(obj, task)
+    exported = plain_json(target.export())
+    if not isinstance(exported, dict) or not isinstance(exported.get("kind"), str):
+        raise WorkerError("internal", f"Target.export() gave {exported!r}", task)
+    return _sorted_json(exported), target
+
+
 def target_num_cores(target: tvm.target.Target) -> int | None:
     try:
         n = target.attrs.get("num-cores")
