@@ -3,13 +3,22 @@
 //!
 //! The pipeline is the one of `tgc-cpu`/`tgc-gpu` (partition, canonicalize, annotate-cache,
 //! seed-schedules), then, per distinct task: lower it through the worker, look its candidates
-//! up again (records written by earlier tasks of this run count: within-model reuse), measure
+//! up (records written by earlier tasks of this run count: within-model reuse) by its tgc
+//! keys and, when they find no exact hit, by its TVM structural hash (records imported from
+//! MetaSchedule databases carry no tgc keys but are exact for the workload), measure
 //! the seeds first and let MetaSchedule's evolutionary search continue unless an exact hit
 //! re-measures within tolerance, and write the best records back at once. The representative
 //! of each structural group (its most frequent task) is tuned before the rest of the group,
 //! so the others start from its records. Finally the whole model is built with the best
 //! schedule per task and timed with TVM's time evaluator; its outputs must equal an untuned
 //! build's.
+//!
+//! Records are keyed by what the worker reports, not by what tgc was built for: the
+//! toolchain is the worker's TVM, tvm-ffi and LLVM versions (a worker other than the pinned
+//! one is used, with a warning, and its records stay apart), and the target is TVM's
+//! canonical form of `--target` (the worker's `target` method), so every spelling of one
+//! target finds the same records; the spelling is registered in the cache as an alias of
+//! the canonical form for lookups without TVM (`tgc opt`).
 //!
 //! `--no-cache` is stock MetaSchedule with the same trial budget: no lookups, no seeds, no
 //! early stop, no write-back.
@@ -23,15 +32,19 @@ use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use tgc_cache::{Cache, NewRecord, Provenance, Target, TaskEntry, Toolchain, Trace, Workload};
+use tgc_cache::{
+    Cache, Candidate, NewRecord, Provenance, Query, Target, TaskEntry, Toolchain, Trace, Workload,
+};
 use tgc_canonicalize::{extract_tasks, Task};
 use tgc_ir::Module;
-use tgc_passes::annotate_cache::AnnotateCache;
 use tgc_passes::canonicalize::Canonicalize;
 use tgc_passes::partition::Partition;
 use tgc_passes::seeding::{plan, resolve_target, CandidateRef, SeedPolicy};
 use tgc_passes::{Instrumentation, PassManager};
-use tgc_tvm::{module_json, task_json, Worker, WorkerConfig};
+use tgc_tvm::{module_json, task_json, Versions, Worker, WorkerConfig};
+
+/// Most candidates read per task (as annotate-cache's default limit).
+const LOOKUP_LIMIT: usize = 32;
 
 #[derive(Args)]
 pub struct TuneArgs {
@@ -113,6 +126,49 @@ struct TaskReport {
     cost_model_warm: u64,
     /// Trials of earlier runs behind the exact hit this task resumed (0: none).
     prior_trials: u64,
+    /// The TVM structural hash of the task's workload (decimal), from the worker's `lower`.
+    workload_hash: Option<String>,
+    /// Where the best seed came from (null: no seeds).
+    seed_source: Value,
+}
+
+/// The toolchain records measured by this worker are keyed by.
+fn toolchain_of(v: &Versions) -> Toolchain {
+    Toolchain::new(
+        v.tvm.clone(),
+        v.tvm_ffi.clone(),
+        v.llvm.clone().unwrap_or_else(|| "none".into()),
+    )
+}
+
+/// The report's account of a seed's record: a MetaSchedule import (its workload hash and
+/// the directory it came from) or a tgc run (model and task).
+fn seed_source(c: &Candidate) -> Value {
+    json!({
+        "kind": if c.is_imported() { "metaschedule-import" } else { "tgc-tune" },
+        "origin": c.origin,
+        "workload_hash": c.source.tvm_hash.map(|h| h.to_string()),
+        "model": c.source.model,
+        "task": c.source.task_name,
+        "latency_s": c.mean_latency,
+    })
+}
+
+/// One line on the seed source, for the progress output.
+fn seed_source_line(s: &Value) -> String {
+    match s["kind"].as_str() {
+        Some("metaschedule-import") => format!(
+            "  (imported MetaSchedule record, workload {}, {})",
+            s["workload_hash"].as_str().unwrap_or("?"),
+            s["origin"].as_str().unwrap_or("?")
+        ),
+        Some(_) => format!(
+            "  (from {}/{})",
+            s["model"].as_str().unwrap_or("?"),
+            s["task"].as_str().unwrap_or("?")
+        ),
+        None => String::new(),
+    }
 }
 
 fn u(v: &Value) -> u64 {
@@ -143,9 +199,9 @@ pub fn run(args: TuneArgs) -> Result<()> {
             args.trials_per_task
         );
     }
-    let target_json = resolve_target(&args.target).map_err(|e| anyhow!("--target: {e}"))?;
-    let target = Target::from_json(&target_json).map_err(|e| anyhow!("--target: {e}"))?;
-    let toolchain = Toolchain::pinned();
+    // The target as spelled; TVM's canonical form of it comes from the worker below.
+    let requested = resolve_target(&args.target).map_err(|e| anyhow!("--target: {e}"))?;
+    let spelled = Target::from_json(&requested).map_err(|e| anyhow!("--target: {e}"))?;
     let cache_path = match &args.cache {
         Some(p) => p.clone(),
         None => Cache::default_path().map_err(|e| anyhow!("{e}"))?,
@@ -174,24 +230,56 @@ pub fn run(args: TuneArgs) -> Result<()> {
         order.retain(|i| keep.contains(i));
     }
 
-    let mut cache = if args.no_cache {
-        None
-    } else {
-        Some(Cache::open(&cache_path).map_err(|e| anyhow!("{e}"))?)
-    };
-    let annotate = AnnotateCache {
-        path: cache_path.clone(),
-        target: target.clone(),
-        toolchain: toolchain.clone(),
-        limit: 32,
-    };
-
     let work_dir = match &args.work_dir {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("tgc-tune-{}", std::process::id())),
     };
     std::fs::create_dir_all(&work_dir)
         .with_context(|| format!("{}: cannot create", work_dir.display()))?;
+    let progress = MultiProgress::new();
+    let overall = progress.add(ProgressBar::new(order.len() as u64));
+    overall.set_style(
+        ProgressStyle::with_template(
+            "{prefix:>8} [{bar:30}] {pos}/{len} tasks {elapsed_precise} {msg}",
+        )
+        .expect("static template")
+        .progress_chars("=> "),
+    );
+    overall.set_prefix("tuning");
+    overall.set_message("starting the TVM worker");
+    let mut worker = Worker::start(WorkerConfig::new(work_dir.join("worker.log")))?;
+
+    // Key records by the software that measures them, and the target by TVM's canonical form.
+    let toolchain = toolchain_of(worker.versions());
+    if !toolchain.is_pinned() {
+        progress.suspend(|| {
+            eprintln!(
+                "warning: the TVM worker reports toolchain {toolchain} (TVM/tvm-ffi/LLVM), not the pinned {}; tuning with it, its cache records kept apart from the pinned toolchain's",
+                Toolchain::pinned()
+            )
+        });
+    }
+    let target_json = worker
+        .canonical_target(&requested)
+        .map_err(|e| anyhow!("--target: {e}"))?;
+    let target = Target::from_json(&target_json).map_err(|e| anyhow!("--target: {e}"))?;
+    let mut cache = if args.no_cache {
+        None
+    } else {
+        let mut c = Cache::open(&cache_path).map_err(|e| anyhow!("{e}"))?;
+        let moved = c
+            .register_target(&spelled, &target, &toolchain)
+            .map_err(|e| anyhow!("{e}"))?;
+        if moved > 0 {
+            progress.suspend(|| {
+                eprintln!(
+                    "{}: {moved} records filed under the target spelling {spelled} now belong to TVM's canonical form {target}",
+                    cache_path.display()
+                )
+            });
+        }
+        Some(c)
+    };
     // The cost model: the given file; else across runs, beside the cache; with --no-cache
     // only within this run, which is what stock MetaSchedule does (tune_tasks trains one
     // model over all the tasks it tunes); with --no-cost-model-warm-start a cold model per
@@ -210,18 +298,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
         }
         (None, _, false) => Some(Cache::cost_model_path(&cache_path, &target, &toolchain)),
     };
-    let progress = MultiProgress::new();
-    let overall = progress.add(ProgressBar::new(order.len() as u64));
-    overall.set_style(
-        ProgressStyle::with_template(
-            "{prefix:>8} [{bar:30}] {pos}/{len} tasks {elapsed_precise} {msg}",
-        )
-        .expect("static template")
-        .progress_chars("=> "),
-    );
-    overall.set_prefix("tuning");
-    overall.set_message("starting the TVM worker");
-    let mut worker = Worker::start(WorkerConfig::new(work_dir.join("worker.log")))?;
+    overall.set_message("");
 
     let started = Instant::now();
     let mut reports: Vec<TaskReport> = Vec::new();
@@ -239,10 +316,34 @@ pub fn run(args: TuneArgs) -> Result<()> {
         );
         spinner.enable_steady_tick(Duration::from_millis(200));
 
-        // Look the task up now: records written earlier in this run count.
+        let lowered = worker.call(
+            "lower",
+            json!({ "task": tj, "target": target_json }),
+            Some(&task.name),
+        )?;
+        let tvm_hash: Option<u64> = lowered["structural_hash"]
+            .as_str()
+            .and_then(|h| h.parse().ok());
+
+        // Look the task up now: records written earlier in this run count. The tgc keys
+        // first; when they find no exact hit, the TVM hash of the workload just lowered
+        // (the TvmHash tier: imported MetaSchedule records, and tasks of other tgc keys
+        // that lower to the same workload).
         let (candidates, refs) = match &cache {
             Some(c) => {
-                let found = annotate.lookup(c, f).map_err(|e| anyhow!(e))?;
+                let mut q = Query::new(
+                    &task.keys,
+                    &task.features,
+                    &target,
+                    &toolchain,
+                    LOOKUP_LIMIT,
+                );
+                if let Some(h) = tvm_hash {
+                    q = q.with_tvm_hash(h);
+                }
+                let found = c
+                    .lookup(&q)
+                    .map_err(|e| anyhow!("task {}: {e}", task.name))?;
                 let refs: Vec<CandidateRef> =
                     found.iter().map(CandidateRef::from_candidate).collect();
                 (found, refs)
@@ -263,6 +364,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
         let mut sources: HashMap<(Option<tgc_canonicalize::TaskKey>, Option<u64>), Option<String>> =
             HashMap::new();
         let mut seeds: Vec<Value> = Vec::new();
+        let mut first_source = Value::Null;
         for d in &seed_plan.seeds {
             let Some(c) = candidates
                 .iter()
@@ -273,6 +375,9 @@ pub fn run(args: TuneArgs) -> Result<()> {
             let Ok(trace) = serde_json::from_str::<Value>(c.trace.json()) else {
                 continue;
             };
+            if first_source.is_null() {
+                first_source = seed_source(c);
+            }
             let source = match (
                 &cache,
                 sources.entry((c.source.exact_key, c.source.tvm_hash)),
@@ -291,11 +396,6 @@ pub fn run(args: TuneArgs) -> Result<()> {
             });
         }
 
-        let lowered = worker.call(
-            "lower",
-            json!({ "task": tj, "target": target_json }),
-            Some(&task.name),
-        )?;
         let task_dir = work_dir.join(&task.name);
         let mut params = json!({
             "task": tj,
@@ -340,16 +440,13 @@ pub fn run(args: TuneArgs) -> Result<()> {
             let entry = TaskEntry {
                 keys: task.keys,
                 features: task.features.clone(),
-                workload: lowered["structural_hash"]
-                    .as_str()
-                    .and_then(|h| h.parse().ok())
-                    .map(|tvm_hash| Workload {
-                        tvm_hash,
-                        json: lowered["workload_json"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_string(),
-                    }),
+                workload: tvm_hash.map(|tvm_hash| Workload {
+                    tvm_hash,
+                    json: lowered["workload_json"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                }),
             };
             let new: Vec<NewRecord> = records
                 .iter()
@@ -395,6 +492,8 @@ pub fn run(args: TuneArgs) -> Result<()> {
             seed_modes: result["seed_modes"].clone(),
             cost_model_warm: u(&result["cost_model"]["warm_samples"]),
             prior_trials: seed_plan.prior_trials.max(0) as u64,
+            workload_hash: tvm_hash.map(|h| h.to_string()),
+            seed_source: first_source,
         };
         for e in result["cost_model"]["errors"]
             .as_array()
@@ -404,14 +503,15 @@ pub fn run(args: TuneArgs) -> Result<()> {
             overall.println(format!("warning: {}", e.as_str().unwrap_or_default()));
         }
         overall.println(format!(
-            "  {:<40} {:<10} trials {:>4}  best {:>10}  {}",
+            "  {:<40} {:<10} trials {:>4}  best {:>10}  {}{}",
             report.name,
             report.tier,
             report.trials,
             report
                 .best_s
                 .map_or("-".to_string(), |s| format!("{:.1} us", s * 1e6)),
-            report.stopped
+            report.stopped,
+            seed_source_line(&report.seed_source)
         ));
         reports.push(report);
         overall.inc(1);
@@ -437,7 +537,8 @@ pub fn run(args: TuneArgs) -> Result<()> {
     if let Some(path) = &args.report {
         let doc = report_json(
             &args,
-            &target_json,
+            (&requested, &target_json),
+            &toolchain,
             &reports,
             tuning_wall_s,
             measured.as_ref(),
@@ -538,7 +639,8 @@ fn summary_table(
 
 fn report_json(
     args: &TuneArgs,
-    target: &Value,
+    (spelled, target): (&Value, &Value),
+    toolchain: &Toolchain,
     reports: &[TaskReport],
     wall: f64,
     measured: Option<&Value>,
@@ -552,6 +654,13 @@ fn report_json(
         "schema": "tgc.tune/1",
         "model": args.model,
         "target": target,
+        "target_spelling": spelled,
+        "toolchain": {
+            "tvm": toolchain.tvm,
+            "tvm_ffi": toolchain.tvm_ffi,
+            "llvm": toolchain.llvm,
+            "pinned": toolchain.is_pinned(),
+        },
         "no_cache": args.no_cache,
         "trials_per_task": args.trials_per_task,
         "cost_model_file": cost_model,
@@ -569,6 +678,8 @@ fn report_json(
             "seed_modes": r.seed_modes,
             "cost_model_warm_samples": r.cost_model_warm,
             "prior_trials": r.prior_trials,
+            "workload_hash": r.workload_hash,
+            "seed_source": r.seed_source,
             "history": r.history,
         })).collect::<Vec<_>>(),
         "totals": {

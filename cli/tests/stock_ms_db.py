@@ -1,0 +1,130 @@
+"""A MetaSchedule database made by stock TVM, for the import-then-tune test (cli/tests/tune.rs).
+
+Imports an ONNX model with TVM's own frontend and pipeline (from_onnx, DecomposeOpsForInference,
+LegalizeOps, AnnotateTIROpPattern, FoldConstant, FuseOps, FuseTIR), extracts MetaSchedule's
+tasks, and tunes the task of the largest weight (the most frequent; it must be the only one of
+that weight) with `ms.tune_tasks` for a few trials into a JSON database:
+
+    <out>/database_workload.json
+    <out>/database_tuning_record.json
+    <out>/manifest.json   (task name, weight, workload hash, valid records, target)
+
+    PYTHONPATH=tvm/python $TGC_PYTHON cli/tests/stock_ms_db.py models/keras-densenet121.onnx OUT
+
+No tgc code takes part in making the database (tgc_worker is only imported for its faster
+loading of TVM's tensor intrinsics); the search is shrunk because the test needs real,
+replayable records, not good ones.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import warnings
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model")
+    parser.add_argument("out", help="output directory (replaced)")
+    parser.add_argument("--trials", type=int, default=1)
+    parser.add_argument("--num-cores", type=int, default=2)
+    parser.add_argument("--build-timeout", type=float, default=1800.0)
+    args = parser.parse_args()
+
+    import onnx
+    import tvm
+    import tvm_ffi
+    from tvm import relax
+    from tvm.relax.frontend.onnx import from_onnx
+    from tvm.s_tir import meta_schedule as ms
+
+    try:
+        model = onnx.load(args.model)
+    except Exception as e:  # noqa: BLE001
+        print(f"{args.model}: not a readable ONNX model ({type(e).__name__})", file=sys.stderr)
+        return 1
+    weights = {i.name for i in model.graph.initializer}
+    data = [v for v in model.graph.input if v.name not in weights][0]
+    shape = [d.dim_value for d in data.type.tensor_type.shape.dim]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mod = from_onnx(model, shape_dict={data.name: shape}, keep_params_in_input=False)
+    pipeline = tvm.transform.Sequential(
+        [
+            relax.transform.DecomposeOpsForInference(),
+            relax.transform.LegalizeOps(),
+            relax.transform.AnnotateTIROpPattern(),
+            relax.transform.FoldConstant(),
+            relax.transform.FuseOps(),
+            relax.transform.FuseTIR(),
+        ]
+    )
+    with tvm.transform.PassContext(opt_level=2):
+        mod = pipeline(mod)
+    target = tvm.target.Target({"kind": "llvm", "num-cores": args.num_cores})
+    tasks = ms.relax_integration.extract_tasks(mod, target)
+    top = max(int(t.weight) for t in tasks)
+    chosen = [t for t in tasks if int(t.weight) == top]
+    if len(chosen) != 1:
+        names = ", ".join(t.task_name for t in chosen)
+        print(f"{args.model}: {len(chosen)} tasks share the largest weight {top}: {names}", file=sys.stderr)
+        return 1
+    task = chosen[0]
+
+    from tgc_worker.tvmutil import ensure_tensor_intrin
+
+    ensure_tensor_intrin()
+    work = tempfile.mkdtemp(prefix="tgc-stock-ms-")
+    try:
+        contexts, task_weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+            [task],
+            work,
+            strategy=ms.search_strategy.EvolutionarySearch(
+                population_size=32, init_min_unmeasured=8, genetic_num_iters=1
+            ),
+            num_threads=args.num_cores,
+            seed=1,
+        )
+        database = ms.tune_tasks(
+            tasks=contexts,
+            task_weights=task_weights,
+            work_dir=work,
+            max_trials_global=args.trials,
+            num_trials_per_iter=args.trials,
+            builder=ms.builder.LocalBuilder(timeout_sec=args.build_timeout),
+            runner=ms.runner.LocalRunner(),
+            database="json",
+            cost_model="random",
+        )
+        workload_hash = str(database.commit_workload(task.mod).as_json()[0])
+        shutil.rmtree(args.out, ignore_errors=True)
+        os.makedirs(args.out)
+        for f in ("database_workload.json", "database_tuning_record.json"):
+            shutil.copyfile(os.path.join(work, f), os.path.join(args.out, f))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    with open(os.path.join(args.out, "database_tuning_record.json")) as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    valid = [r for r in records if r[1][1] and any(s < 1e10 for s in r[1][1])]
+    manifest = {
+        "task": task.task_name,
+        "weight": top,
+        "workload_hash": workload_hash,
+        "tvm_structural_hash": str(tvm_ffi.structural_hash(task.mod)),
+        "records": len(records),
+        "valid_records": len(valid),
+        "target": records[0][1][2] if records else None,
+        "tvm_version": tvm.__version__,
+    }
+    with open(os.path.join(args.out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=2, sort_keys=True)
+        f.write("\n")
+    print(json.dumps(manifest, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
