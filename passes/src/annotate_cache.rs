@@ -1,7 +1,7 @@
 //! `annotate-cache`: attach to every task the ranked candidates the cache holds for it
 //! (`tgc.candidates`, best tier first), for one target and the pinned toolchain.
 
-use crate::pass::{OptionKind, OptionSpec, Pass, PassError, PassInfo, PassOptions};
+use crate::pass::{OptionDefault, OptionSpec, Pass, PassError, PassInfo, PassOptions};
 use crate::seeding::{resolve_target, CandidateRef};
 use std::path::PathBuf;
 use tgc_cache::{Cache, Candidate, Target, Toolchain};
@@ -10,26 +10,26 @@ use tgc_ir::{Attr, Function, Module};
 
 pub const CANDIDATES_ATTR: &str = "tgc.candidates";
 
+/// Most candidates read per task, by default.
+pub const DEFAULT_CANDIDATE_LIMIT: usize = 32;
+
 pub static INFO: PassInfo = PassInfo {
     name: "annotate-cache",
     summary: "Attach each task's cached candidates (exact, structural, family) as tgc.candidates",
     options: &[
         OptionSpec {
             name: "cache",
-            kind: OptionKind::Str,
-            default: "",
+            default: OptionDefault::Str(""),
             help: "cache file ($TGC_CACHE or the user cache dir when empty)",
         },
         OptionSpec {
             name: "target",
-            kind: OptionKind::Str,
-            default: "llvm",
+            default: OptionDefault::Str("llvm"),
             help: "llvm, cuda or a TVM target JSON",
         },
         OptionSpec {
             name: "limit",
-            kind: OptionKind::Int,
-            default: "32",
+            default: OptionDefault::Int(DEFAULT_CANDIDATE_LIMIT as i64),
             help: "most candidates per task",
         },
     ],

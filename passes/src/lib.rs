@@ -13,4 +13,6 @@ pub mod seed_schedules;
 pub mod seeding;
 
 pub use manager::{Instrumentation, PassManager, PassRun, PipelineError, PrintIrAfter};
-pub use pass::{OptionKind, OptionSpec, OptionValue, Pass, PassError, PassInfo, PassOptions};
+pub use pass::{
+    OptionDefault, OptionKind, OptionSpec, OptionValue, Pass, PassError, PassInfo, PassOptions,
+};

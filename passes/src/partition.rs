@@ -44,7 +44,7 @@
 //!    topological order of the groups. Every op ends up in some group, so ops TVM leaves
 //!    unfused become single-op tasks.
 
-use crate::pass::{OptionKind, OptionSpec, Pass, PassError, PassInfo, PassOptions};
+use crate::pass::{OptionDefault, OptionSpec, Pass, PassError, PassInfo, PassOptions};
 use smallvec::SmallVec;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -59,14 +59,12 @@ pub static INFO: PassInfo = PassInfo {
     options: &[
         OptionSpec {
             name: "max-depth",
-            kind: OptionKind::Int,
-            default: "256",
+            default: OptionDefault::Int(DEFAULT_MAX_DEPTH as i64),
             help: "most nodes in one fused group (TVM's kMaxFusedOps)",
         },
         OptionSpec {
             name: "order",
-            kind: OptionKind::Str,
-            default: "canonical",
+            default: OptionDefault::Str("canonical"),
             help: "order fusion visits bindings in: canonical (independent of binding order) or program (TVM's)",
         },
     ],

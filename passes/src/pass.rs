@@ -44,10 +44,45 @@ impl fmt::Display for OptionKind {
 #[derive(Clone, Copy, Debug)]
 pub struct OptionSpec {
     pub name: &'static str,
-    pub kind: OptionKind,
-    /// The default, written as it would be written in a pipeline.
-    pub default: &'static str,
+    /// The default, which also gives the option's type. A `const` value, so a pass takes it
+    /// from the same constant its library code defaults to (one home per default).
+    pub default: OptionDefault,
     pub help: &'static str,
+}
+
+impl OptionSpec {
+    pub fn kind(&self) -> OptionKind {
+        self.default.kind()
+    }
+}
+
+/// The default of a pass option.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum OptionDefault {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Str(&'static str),
+}
+
+impl OptionDefault {
+    pub fn kind(self) -> OptionKind {
+        match self {
+            OptionDefault::Int(_) => OptionKind::Int,
+            OptionDefault::Float(_) => OptionKind::Float,
+            OptionDefault::Bool(_) => OptionKind::Bool,
+            OptionDefault::Str(_) => OptionKind::Str,
+        }
+    }
+
+    pub fn value(self) -> OptionValue {
+        match self {
+            OptionDefault::Int(v) => OptionValue::Int(v),
+            OptionDefault::Float(v) => OptionValue::Float(v),
+            OptionDefault::Bool(v) => OptionValue::Bool(v),
+            OptionDefault::Str(v) => OptionValue::Str(v.to_string()),
+        }
+    }
 }
 
 /// A parsed option value.
@@ -121,18 +156,15 @@ impl PassOptions {
         }
         let mut values = Vec::with_capacity(info.options.len());
         for spec in info.options {
-            let text = given
-                .iter()
-                .rev()
-                .find(|(n, _)| n == spec.name)
-                .map(|(_, v)| v.as_str())
-                .unwrap_or(spec.default);
-            let value = OptionValue::parse(spec.kind, text).map_err(|expected| {
-                format!(
-                    "option '{}' of pass '{}' expects {expected}, got '{text}'",
-                    spec.name, info.name
-                )
-            })?;
+            let value = match given.iter().rev().find(|(n, _)| n == spec.name) {
+                None => spec.default.value(),
+                Some((_, text)) => OptionValue::parse(spec.kind(), text).map_err(|expected| {
+                    format!(
+                        "option '{}' of pass '{}' expects {expected}, got '{text}'",
+                        spec.name, info.name
+                    )
+                })?,
+            };
             values.push((spec.name, value));
         }
         Ok(PassOptions { values })
@@ -147,6 +179,13 @@ impl PassOptions {
         match self.get(name) {
             Some(OptionValue::Int(v)) => *v,
             other => panic!("pass option '{name}' is not a declared integer option: {other:?}"),
+        }
+    }
+
+    pub fn float(&self, name: &str) -> f64 {
+        match self.get(name) {
+            Some(OptionValue::Float(v)) => *v,
+            other => panic!("pass option '{name}' is not a declared number option: {other:?}"),
         }
     }
 

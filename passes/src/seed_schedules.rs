@@ -2,7 +2,7 @@
 //! with the policy of [`crate::seeding::plan`].
 
 use crate::annotate_cache::CANDIDATES_ATTR;
-use crate::pass::{OptionKind, OptionSpec, Pass, PassError, PassInfo, PassOptions};
+use crate::pass::{OptionDefault, OptionSpec, Pass, PassError, PassInfo, PassOptions};
 use crate::seeding::{plan, CandidateRef, SeedPolicy};
 use tgc_ir::Module;
 
@@ -14,36 +14,29 @@ pub static INFO: PassInfo = PassInfo {
     options: &[
         OptionSpec {
             name: "trials",
-            kind: OptionKind::Int,
-            default: "64",
+            default: OptionDefault::Int(SeedPolicy::DEFAULT.trials),
             help: "measured candidates per task, seeds included",
         },
         OptionSpec {
             name: "max-seeds",
-            kind: OptionKind::Int,
-            default: "16",
+            default: OptionDefault::Int(SeedPolicy::DEFAULT.max_seeds as i64),
             help: "most seeds in the first batch",
         },
         OptionSpec {
             name: "tolerance",
-            kind: OptionKind::Float,
-            default: "0.05",
+            default: OptionDefault::Float(SeedPolicy::DEFAULT.tolerance),
             help: "relative re-measure tolerance that makes an exact hit final",
         },
         OptionSpec {
             name: "patience",
-            kind: OptionKind::Int,
-            default: "3",
+            default: OptionDefault::Int(SeedPolicy::DEFAULT.patience),
             help: "search rounds without improvement before stopping (0: never)",
         },
     ],
     create: |o: &PassOptions| {
         let (trials, max_seeds, patience) =
             (o.int("trials"), o.int("max-seeds"), o.int("patience"));
-        let tolerance = match o.get("tolerance") {
-            Some(crate::OptionValue::Float(t)) => *t,
-            _ => 0.05,
-        };
+        let tolerance = o.float("tolerance");
         if trials < 1 || max_seeds < 0 || patience < 0 || !(0.0..=10.0).contains(&tolerance) {
             return Err(format!(
                 "pass 'seed-schedules' needs trials >= 1, max-seeds >= 0, patience >= 0 and 0 <= tolerance <= 10, got trials={trials} max-seeds={max_seeds} patience={patience} tolerance={tolerance}"
@@ -54,7 +47,7 @@ pub static INFO: PassInfo = PassInfo {
             max_seeds: max_seeds as usize,
             tolerance,
             patience,
-            ..SeedPolicy::default()
+            ..SeedPolicy::DEFAULT
         })))
     },
 };

@@ -95,15 +95,21 @@ pub struct SeedPolicy {
     pub patience: i64,
 }
 
+impl SeedPolicy {
+    /// The defaults: the one place they are written (the seed-schedules pass options, the
+    /// CLI flags and the tuning driver take them from here).
+    pub const DEFAULT: SeedPolicy = SeedPolicy {
+        trials: 64,
+        max_seeds: 16,
+        max_exact_seeds: 2,
+        tolerance: 0.05,
+        patience: 3,
+    };
+}
+
 impl Default for SeedPolicy {
     fn default() -> Self {
-        SeedPolicy {
-            trials: 64,
-            max_seeds: 16,
-            max_exact_seeds: 2,
-            tolerance: 0.05,
-            patience: 3,
-        }
+        SeedPolicy::DEFAULT
     }
 }
 

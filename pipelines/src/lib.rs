@@ -96,12 +96,11 @@ pub fn help_text() -> String {
             out.push_str(&format!(
                 "      {}=<{}>  {} (default: {})\n",
                 o.name,
-                o.kind,
+                o.kind(),
                 o.help,
-                if o.default.is_empty() {
-                    "\"\""
-                } else {
-                    o.default
+                match o.default.value() {
+                    tgc_passes::OptionValue::Str(s) if s.is_empty() => "\"\"".to_string(),
+                    v => v.to_string(),
                 }
             ));
         }
