@@ -803,3 +803,39 @@ fn a_version_1_cache_opens_and_keeps_its_records() {
     assert_eq!(find(&cache, &spelled, &legacy), vec![2]);
     assert!(cache.verify().unwrap().is_ok());
 }
+
+/// A cache written before the key encoding changed (`tgc1:` keys): its tasks verify, tgc's
+/// current keys miss them, and the task's TVM workload hash (what tgc tune looks up after
+/// lowering) still finds their records, exact for the workload.
+#[test]
+fn tasks_with_keys_of_an_older_encoding_are_reached_through_the_tvm_hash() {
+    let (_d, path, mut cache) = temp_cache();
+    let task = lowered(synth::task(5, 0, 0), 77, "{\"root_index\":0}");
+    cache
+        .put(&task, &llvm(), &tc(), &[record_with(3, 2e-4)])
+        .unwrap();
+    drop(cache);
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let n = conn
+            .execute(
+                "UPDATE tasks SET exact_key = 'tgc1:' || substr(exact_key, 6), structural_key = 'tgc1:' || substr(structural_key, 6), family_key = 'tgc1:' || substr(family_key, 6)",
+                [],
+            )
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+    let cache = Cache::open(&path).unwrap();
+    let report = cache.verify().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    assert_eq!(report.older_keys, 1);
+    let (target, toolchain) = (llvm(), tc());
+    let q = Query::new(&task.keys, &task.features, &target, &toolchain, 10);
+    assert!(cache.lookup(&q).unwrap().is_empty(), "current keys miss it");
+    let found = cache.lookup(&q.with_tvm_hash(77)).unwrap();
+    assert_eq!(
+        found.iter().map(|c| c.tier).collect::<Vec<_>>(),
+        vec![Tier::TvmHash]
+    );
+    assert_eq!(tags(&found), vec![3]);
+}

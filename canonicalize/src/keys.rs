@@ -48,6 +48,23 @@ impl FromStr for TaskKey {
     }
 }
 
+impl TaskKey {
+    /// Whether `s` is a well-formed key of an older encoding (`tgc1:` ... before
+    /// [`KEY_PREFIX`]). Caches keep such tasks: no tgc key of this version matches them, but
+    /// their TVM workload hash still does.
+    pub fn is_older_encoding(s: &str) -> bool {
+        let current: u32 = KEY_PREFIX[3..KEY_PREFIX.len() - 1]
+            .parse()
+            .expect("KEY_PREFIX is tgc<N>:");
+        let Some((version, hex)) = s.strip_prefix("tgc").and_then(|r| r.split_once(':')) else {
+            return false;
+        };
+        version.parse::<u32>().is_ok_and(|v| v >= 1 && v < current)
+            && hex.len() == 32
+            && hex.bytes().all(|c| c.is_ascii_hexdigit())
+    }
+}
+
 fn digest(bytes: &[u8]) -> TaskKey {
     let h = blake3::hash(bytes);
     let mut out = [0u8; 16];

@@ -360,4 +360,9 @@ fn keys_print_and_parse() {
     assert_eq!(text.parse::<tgc_canonicalize::TaskKey>().unwrap(), k);
     assert!("tgc2:00".parse::<tgc_canonicalize::TaskKey>().is_err());
     assert!("tgc2:zz".parse::<tgc_canonicalize::TaskKey>().is_err());
+    let old = format!("tgc1:{}", &text[5..]);
+    assert!(old.parse::<tgc_canonicalize::TaskKey>().is_err());
+    assert!(tgc_canonicalize::TaskKey::is_older_encoding(&old));
+    assert!(!tgc_canonicalize::TaskKey::is_older_encoding(&text));
+    assert!(!tgc_canonicalize::TaskKey::is_older_encoding("tgc1:00"));
 }

@@ -169,6 +169,14 @@ pub fn run(args: CacheArgs) -> Result<()> {
                 report.records,
                 report.unreferenced
             );
+            if report.older_keys > 0 {
+                println!(
+                    "{}: {} tasks carry keys of an older encoding (before {}): reached through their TVM workload hash only",
+                    path.display(),
+                    report.older_keys,
+                    tgc_canonicalize::KEY_PREFIX
+                );
+            }
         }
     }
     Ok(())

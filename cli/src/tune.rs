@@ -43,9 +43,6 @@ use tgc_passes::seeding::{plan, resolve_target, CandidateRef, SeedPolicy};
 use tgc_passes::{Instrumentation, PassManager};
 use tgc_tvm::{module_json, task_json, Versions, Worker, WorkerConfig};
 
-/// Most candidates read per task (as annotate-cache's default limit).
-const LOOKUP_LIMIT: usize = 32;
-
 #[derive(Args)]
 pub struct TuneArgs {
     /// The model: ONNX (`.onnx`) or text IR.
@@ -336,7 +333,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
                     &task.features,
                     &target,
                     &toolchain,
-                    LOOKUP_LIMIT,
+                    tgc_passes::annotate_cache::DEFAULT_CANDIDATE_LIMIT,
                 );
                 if let Some(h) = tvm_hash {
                     q = q.with_tvm_hash(h);
