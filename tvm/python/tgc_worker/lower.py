@@ -20,15 +20,49 @@ from .task import Task
 # DecomposeOpsForInference only matters for nn.batch_norm (as in TVM's own pipeline).
 
 
-def lowering_passes():
-    return tvm.transform.Sequential(
+def _single_call_patterns(mod: tvm.IRModule) -> dict:
+    """{Primitive function name: op_pattern} for every Primitive function whose body calls
+    exactly one legalized PrimFunc."""
+    out = {}
+    for gv, f in mod.functions_items():
+        if not isinstance(f, relax.Function) or not f.attrs or "Primitive" not in f.attrs:
+            continue
+        callees = []
+        for block in f.body.blocks:
+            for b in block.bindings:
+                v = b.value
+                if isinstance(v, relax.Call) and v.op == tvm.ir.Op.get("relax.call_tir"):
+                    callees.append(v.args[0])
+        if len(callees) == 1:
+            prim = mod[callees[0]]
+            if prim.attrs and "op_pattern" in prim.attrs:
+                out[gv.name_hint] = prim.attrs["op_pattern"]
+    return out
+
+
+def lower_module(mod: tvm.IRModule) -> tvm.IRModule:
+    """Legalizes `mod` and turns each Primitive function into one PrimFunc (FuseTIR).
+
+    A group of one op is a TVM task of its own too, but TVM's FuseOps leaves such an op
+    unfused, so its task is the legalized PrimFunc itself, which carries the `op_pattern`
+    attribute AnnotateTIROpPattern gave it; FuseTIR's copy of it does not. The attribute is
+    part of the structural hash, so it is put back: single-op tasks then hash like TVM's own
+    (and records imported from MetaSchedule databases find them)."""
+    mod = tvm.transform.Sequential(
         [
             relax.transform.DecomposeOpsForInference(),
             relax.transform.LegalizeOps(),
             relax.transform.AnnotateTIROpPattern(),
-            relax.transform.FuseTIR(),
         ]
-    )
+    )(mod)
+    patterns = _single_call_patterns(mod)
+    mod = relax.transform.FuseTIR()(mod)
+    by_name = {gv.name_hint: gv for gv in mod.get_global_vars()}
+    for name, pattern in patterns.items():
+        gv = by_name.get(name)
+        if gv is not None and isinstance(mod[gv], tvm.tirx.PrimFunc):
+            mod[gv] = mod[gv].with_attr("op_pattern", pattern)
+    return mod
 
 
 def normalize_mod(func) -> tvm.IRModule:
@@ -276,7 +310,7 @@ def lower_task(task: Task) -> LoweredTask:
         return hit
     mod, _ = task_relax_module(task)
     try:
-        lowered = lowering_passes()(mod)
+        lowered = lower_module(mod)
     except Exception as e:
         raise WorkerError("tvm", f"lowering failed: {one_line(e)}", task.name)
     prim = find_primfunc(lowered, task.name, task.name)

@@ -17,7 +17,7 @@ from .lower import (
     call_args,
     emit_task_function,
     find_primfunc,
-    lowering_passes,
+    lower_module,
     normalize_mod,
     structural_hash_u64,
 )
@@ -238,7 +238,7 @@ def build_and_measure(params: dict) -> dict:
 
     mod = model_relax_module(spec)
     try:
-        lowered = lowering_passes()(mod)
+        lowered = lower_module(mod)
     except Exception as e:  # noqa: BLE001
         raise WorkerError("tvm", f"lowering the model failed: {one_line(e)}")
 
