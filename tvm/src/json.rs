@@ -1,8 +1,11 @@
-//! tgc IR to the worker's task and module JSON (the "Task JSON" section of PROTOCOL.md).
+//! tgc IR to the worker's task and module JSON (the "Task JSON" section of PROTOCOL.md), and
+//! the op schema the worker checks that JSON against (`tgc_worker/op_schema.json`, generated
+//! here from the op registry so that the worker's op table has one source).
 
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
-use tgc_ir::{Attr, Callee, Function, Module, TensorType, ValueId};
+use tgc_ir::ops::{AttrDefault, Op};
+use tgc_ir::{Attr, AttrKind, Callee, Function, Module, TensorType, ValueId};
 
 fn type_json(t: &TensorType) -> Value {
     json!({ "shape": t.shape.as_slice(), "dtype": t.dtype.tvm_name() })
@@ -77,6 +80,78 @@ pub fn task_json(f: &Function) -> Result<Value, String> {
         })
         .collect::<Result<_, _>>()?;
     Ok(json!({ "name": f.name, "params": params, "bindings": bindings, "results": results }))
+}
+
+/// Where the worker reads the op schema, relative to this crate.
+pub const OP_SCHEMA_PATH: &str = "python/tgc_worker/op_schema.json";
+
+/// The schema's name for an attribute kind.
+fn kind_name(k: AttrKind) -> &'static str {
+    match k {
+        AttrKind::Int => "int",
+        AttrKind::Float => "float",
+        AttrKind::Str => "str",
+        AttrKind::Bool => "bool",
+        AttrKind::IntList => "int_list",
+        AttrKind::FloatList => "float_list",
+        AttrKind::StrList => "str_list",
+        AttrKind::IntOrIntList => "int_or_int_list",
+        AttrKind::List => "list",
+        AttrKind::Dict => "dict",
+        AttrKind::Any => "any",
+    }
+}
+
+/// The text of `tgc_worker/op_schema.json`: for every registered op, in declaration order,
+/// its name, operand counts (`max_operands` null: variadic), whether LegalizeOps writes a
+/// rank-0 constant operand into the TIR (`inlines_scalar_constant`), and its attributes with
+/// kind and presence: `defaulted` (with the `default` that [`task_json`] fills in),
+/// `required`, or `optional` (may be absent). One op and one attribute a line, so that a
+/// change to the registry is a readable diff of the checked-in file.
+pub fn op_schema() -> String {
+    let q = |s: &str| Value::from(s).to_string();
+    let mut ops = Vec::new();
+    for op in Op::all() {
+        let def = op.def();
+        let attrs: Vec<String> = def
+            .attrs
+            .iter()
+            .map(|a| {
+                let presence = match (a.default, a.default.value()) {
+                    (_, Some(v)) => {
+                        format!(r#""presence": "defaulted", "default": {}"#, attr_json(&v))
+                    }
+                    (AttrDefault::Required, None) => r#""presence": "required""#.to_string(),
+                    (_, None) => r#""presence": "optional""#.to_string(),
+                };
+                format!(
+                    r#"      {{"name": {}, "kind": {}, {presence}}}"#,
+                    q(a.name),
+                    q(kind_name(a.kind))
+                )
+            })
+            .collect();
+        let attrs = if attrs.is_empty() {
+            "[]".to_string()
+        } else {
+            format!("[\n{}\n    ]", attrs.join(",\n"))
+        };
+        let max = def.inputs.max.map_or("null".to_string(), |m| m.to_string());
+        ops.push(format!(
+            r#"    {{"name": {}, "min_operands": {}, "max_operands": {max}, "inlines_scalar_constant": {}, "attrs": {attrs}}}"#,
+            q(def.name),
+            def.inputs.min,
+            def.inlines_scalar_constant,
+        ));
+    }
+    format!(
+        "{{\n  \"about\": {},\n  \"ops\": [\n{}\n  ]\n}}\n",
+        q(
+            "The op registry (ir/src/ops/table.rs) as the TVM worker reads it. Generated: \
+           regenerate with `TGC_BLESS=1 cargo test -p tgc-tvm op_schema`, never edit by hand."
+        ),
+        ops.join(",\n")
+    )
 }
 
 /// The module JSON of `build_and_measure`: main's params, every task function called from
@@ -201,5 +276,61 @@ mod tests {
             module_json(&m).unwrap_err(),
             "@main still applies op 'nn.relu': partition the module first"
         );
+    }
+
+    /// The worker's op table is read from `tgc_worker/op_schema.json`; this keeps that file
+    /// equal to the registry. `TGC_BLESS=1` rewrites it instead of failing.
+    #[test]
+    fn op_schema_file_is_current() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(OP_SCHEMA_PATH);
+        let want = op_schema();
+        if std::env::var_os("TGC_BLESS").is_some() {
+            std::fs::write(&path, &want).expect("write the op schema");
+            return;
+        }
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        if have != want {
+            let line = have
+                .lines()
+                .zip(want.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or_else(|| have.lines().count().min(want.lines().count()))
+                + 1;
+            panic!(
+                "tvm/{OP_SCHEMA_PATH} is stale (first difference at line {line}): regenerate it \
+                 with `TGC_BLESS=1 cargo test -p tgc-tvm op_schema`"
+            );
+        }
+    }
+
+    #[test]
+    fn op_schema_is_json_with_every_op_and_default() {
+        let schema: Value = serde_json::from_str(&op_schema()).expect("the schema is JSON");
+        let ops = schema["ops"].as_array().unwrap();
+        assert_eq!(ops.len(), Op::all().count());
+        let conv = &ops[0];
+        assert_eq!(conv["name"], "nn.conv2d");
+        assert_eq!(
+            (&conv["min_operands"], &conv["max_operands"]),
+            (&json!(2), &json!(2))
+        );
+        assert_eq!(
+            conv["attrs"][0],
+            json!({"name": "strides", "kind": "int_list", "presence": "defaulted", "default": [1, 1]})
+        );
+        let by_name = |n: &str| ops.iter().find(|o| o["name"] == n).unwrap();
+        assert_eq!(by_name("concat")["max_operands"], Value::Null);
+        assert_eq!(by_name("add")["inlines_scalar_constant"], true);
+        assert_eq!(by_name("where")["inlines_scalar_constant"], false);
+        assert_eq!(
+            by_name("nn.max_pool2d")["attrs"][0],
+            json!({"name": "pool_size", "kind": "int_list", "presence": "required"})
+        );
+        assert_eq!(
+            by_name("take")["attrs"][0],
+            json!({"name": "axis", "kind": "int", "presence": "optional"})
+        );
+        assert_eq!(by_name("nn.batch_norm")["attrs"][1]["default"], json!(1e-5));
+        assert_eq!(by_name("split")["attrs"][0]["kind"], "int_or_int_list");
     }
 }
