@@ -211,7 +211,8 @@ impl Op {
     }
 
     /// `attrs` with every absent attribute that has a default filled in, in schema order,
-    /// followed by nothing else (unknown attributes are the verifier's business).
+    /// followed by the attributes the schema does not know, unchanged (rejecting them is the
+    /// verifier's business). Absent optional attributes stay absent.
     pub fn with_defaults(self, attrs: &Attrs) -> Attrs {
         let def = self.def();
         let mut out = Attrs::new();
