@@ -1,18 +1,26 @@
 //! `annotate-cache`: attach to every task the ranked candidates the cache holds for it
 //! (`tgc.candidates`, best tier first), for one target and the pinned toolchain.
+//!
+//! The pass reads the SQLite cache, so it exists only with the `cache` feature (on by
+//! default). The attribute name and the default limit do not: seed-schedules reads
+//! `tgc.candidates` with or without the cache behind it.
 
-use crate::pass::{OptionDefault, OptionSpec, Pass, PassError, PassInfo, PassOptions};
-use crate::seeding::{resolve_target, CandidateRef};
-use std::path::PathBuf;
-use tgc_cache::{Cache, Candidate, Target, Toolchain};
-use tgc_canonicalize::{Features, TaskKeys};
-use tgc_ir::{Attr, Function, Module};
+#[cfg(feature = "cache")]
+use {
+    crate::pass::{OptionDefault, OptionSpec, Pass, PassError, PassInfo, PassOptions},
+    crate::seeding::{resolve_target, CandidateRef},
+    std::path::PathBuf,
+    tgc_cache::{Cache, Candidate, Target, Toolchain},
+    tgc_canonicalize::{Features, TaskKeys},
+    tgc_ir::{Attr, Function, Module},
+};
 
 pub const CANDIDATES_ATTR: &str = "tgc.candidates";
 
 /// Most candidates read per task, by default.
 pub const DEFAULT_CANDIDATE_LIMIT: usize = 32;
 
+#[cfg(feature = "cache")]
 pub static INFO: PassInfo = PassInfo {
     name: "annotate-cache",
     summary: "Attach each task's cached candidates (exact, structural, family) as tgc.candidates",
@@ -55,6 +63,7 @@ pub static INFO: PassInfo = PassInfo {
     },
 };
 
+#[cfg(feature = "cache")]
 pub struct AnnotateCache {
     pub path: PathBuf,
     pub target: Target,
@@ -62,6 +71,7 @@ pub struct AnnotateCache {
     pub limit: usize,
 }
 
+#[cfg(feature = "cache")]
 impl AnnotateCache {
     /// The cache's candidates for one task function, ranked (see tgc-cache's retrieval).
     pub fn lookup(&self, cache: &Cache, f: &Function) -> Result<Vec<Candidate>, String> {
@@ -73,6 +83,7 @@ impl AnnotateCache {
     }
 }
 
+#[cfg(feature = "cache")]
 impl CandidateRef {
     /// The annotation for a cache candidate.
     pub fn from_candidate(c: &Candidate) -> CandidateRef {
@@ -91,6 +102,7 @@ impl CandidateRef {
     }
 }
 
+#[cfg(feature = "cache")]
 impl Pass for AnnotateCache {
     fn info(&self) -> &'static PassInfo {
         &INFO

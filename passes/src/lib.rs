@@ -1,6 +1,9 @@
 //! tgc-passes: the [`Pass`] trait, the [`PassManager`] with its instrumentation, and the
 //! passes. Each pass declares itself once in a `static INFO: PassInfo`; the registry in
 //! tgc-pipelines lists those declarations.
+//!
+//! Features: `cache` (default) builds the annotate-cache pass over tgc-cache, which links
+//! SQLite; without it the crate has every other pass and no SQLite.
 
 pub mod annotate_cache;
 pub mod canonicalize;
