@@ -25,7 +25,9 @@ fn attr_json(a: &Attr) -> Value {
 }
 
 /// The task JSON of a Primitive function: values numbered params first, then every binding
-/// result in order. Fails on a binding that calls another function (a task is ops only).
+/// result in order. Every attribute is sent, with the registry's defaults filled in, so that
+/// what TVM gets never depends on defaults of the worker's; only optional attributes that are
+/// absent stay absent. Fails on a binding that calls another function (a task is ops only).
 pub fn task_json(f: &Function) -> Result<Value, String> {
     let mut number: HashMap<ValueId, usize> = HashMap::new();
     let params: Vec<Value> = f
@@ -56,8 +58,8 @@ pub fn task_json(f: &Function) -> Result<Value, String> {
                     .ok_or_else(|| format!("task @{}: operand used before definition", f.name))
             })
             .collect::<Result<_, _>>()?;
-        let attrs: Map<String, Value> = b
-            .attrs
+        let attrs: Map<String, Value> = op
+            .with_defaults(&b.attrs)
             .iter()
             .map(|(k, v)| (k.clone(), attr_json(v)))
             .collect();
@@ -246,7 +248,13 @@ mod tests {
             json!({"name": "b", "shape": [4, 4, 3, 3], "dtype": "float32"})
         );
         assert_eq!(t["bindings"][0]["operands"], json!([0, 1]));
-        assert_eq!(t["bindings"][0]["attrs"], json!({"padding": [1, 1, 1, 1]}));
+        // every attribute but the absent optional ones (out_layout, out_dtype), defaults filled
+        assert_eq!(
+            t["bindings"][0]["attrs"],
+            json!({"strides": [1, 1], "padding": [1, 1, 1, 1], "dilation": [1, 1], "groups": 1,
+                   "data_layout": "NCHW", "kernel_layout": "OIHW"})
+        );
+        assert_eq!(t["bindings"][1]["attrs"], json!({}));
         assert_eq!(t["bindings"][1]["operands"], json!([2]));
         assert_eq!(t["results"], json!([3]));
     }
@@ -276,6 +284,20 @@ mod tests {
             module_json(&m).unwrap_err(),
             "@main still applies op 'nn.relu': partition the module first"
         );
+    }
+
+    #[test]
+    fn task_json_sends_given_attributes_and_fills_in_defaults() {
+        let src = "module @m {\n  func @f(%x: tensor<2x3xf32>) -> tensor<2xf32> attributes {Primitive = true} {\n    %0 = sum(%x) {axis = [1]} : tensor<2xf32>\n    %1 = clip(%0) {min = -inf, max = 6.0} : tensor<2xf32>\n    return %1\n  }\n}\n";
+        let m = parse_module(src, "t").unwrap();
+        let t = task_json(m.function("f").unwrap()).unwrap();
+        // `axis` is optional and given, `keepdims` absent and filled in
+        assert_eq!(
+            t["bindings"][0]["attrs"],
+            json!({"axis": [1], "keepdims": false})
+        );
+        // strict JSON has no infinities: null, which the worker rejects as a bad task
+        assert_eq!(t["bindings"][1]["attrs"], json!({"min": null, "max": 6.0}));
     }
 
     /// The worker's op table is read from `tgc_worker/op_schema.json`; this keeps that file

@@ -3,10 +3,10 @@
 //! tgc owns every decision (partitioning, keys, cache, seeds); TVM is reached through a Python
 //! worker (`tvm/python/tgc_worker`, pinned TVM 0.27) that speaks a versioned JSON-lines
 //! protocol (`tvm/python/tgc_worker/PROTOCOL.md`). This crate turns tgc tasks and modules
-//! into the protocol's JSON ([`task_json`], [`module_json`]; the worker checks task JSON
-//! against [`op_schema`]) and runs the worker
-//! ([`Worker`]), so a worker crash, a TVM error or a hang becomes one clear error naming the
-//! task instead of a stuck tuning job.
+//! into the protocol's JSON ([`task_json`], [`module_json`]), writes the op schema the worker
+//! checks task JSON against ([`op_schema`]), and runs the worker ([`Worker`]), so a worker
+//! crash, a TVM error or a hang becomes one clear error naming the task instead of a stuck
+//! tuning job.
 
 mod json;
 mod worker;

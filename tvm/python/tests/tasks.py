@@ -1,5 +1,27 @@
 """Task JSONs used by the tests (the schema of PROTOCOL.md)."""
 
+import copy
+
+
+def with_defaults(task):
+    """A copy of `task` with every absent defaulted attribute filled in from the op schema, as
+    the Rust client sends it (tgc_tvm::task_json, Op::with_defaults): the worker fills in
+    nothing itself."""
+    from tgc_worker.ops import OPS
+
+    task = copy.deepcopy(task)
+    for b in task["bindings"]:
+        spec = OPS.get(b.get("op"))
+        if spec is None:
+            continue
+        attrs = b.get("attrs") or {}
+        for a in spec.attrs.values():
+            if a.presence == "defaulted" and a.name not in attrs:
+                attrs[a.name] = copy.deepcopy(a.default)
+        if attrs:
+            b["attrs"] = attrs
+    return task
+
 
 def T(shape, dtype="float32"):
     return {"shape": list(shape), "dtype": dtype}
@@ -27,7 +49,7 @@ def conv_task(name, hw=16, c=8, tail="add_relu"):
         res = [3]
     else:
         res = [2]
-    return {"name": name, "params": params, "bindings": b, "results": res}
+    return with_defaults({"name": name, "params": params, "bindings": b, "results": res})
 
 
 def matmul_task(name, m=16, k=32, n=16):

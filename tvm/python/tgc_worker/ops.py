@@ -1,84 +1,63 @@
-"""tgc's op table (ir/src/ops/table.rs) as seen from TVM: attribute schemas and lowering to Relax.
+"""The worker's op table: what an op is comes from the Rust registry, how it lowers is here.
 
-Every op of the Rust table is here with the same names, attribute names and defaults. Most
-map one to one onto `tvm.relax.op`; `nn.dense`, `nn.batch_matmul`, `nn.hard_swish`,
-`nn.hard_sigmoid` are lowered to small Relax expressions, and `constant` is lifted to a
-parameter of the task function by lower.py (as TVM's FuseOps does), so it never reaches
-`lower_binding`.
+`op_schema.json`, generated from `ir/src/ops/table.rs` (`TGC_BLESS=1 cargo test -p tgc-tvm
+op_schema`), gives every op's name, operand counts, attributes with kinds and presence, and
+`inlines_scalar_constant`. This module adds one lowering per op, keyed by name
+(`LOWERINGS`), and refuses to load when an op has no lowering or a lowering no op. Most ops
+map one to one onto `tvm.relax.op`; `nn.dense`, `nn.batch_matmul`, `nn.hard_swish` and
+`nn.hard_sigmoid` become small Relax expressions, and `constant` is lifted to a parameter of
+the task function by lower.py (as TVM's FuseOps does), so it has no lowering.
+
+Defaults are the client's business: the Rust side sends every attribute with the registry's
+defaults filled in, and `check_attrs` only checks what arrived.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+import os
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from .errors import WorkerError
 
-REQUIRED = object()  # attribute must be given
-ABSENT = None  # optional attribute, absent by default
+SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "op_schema.json")
+REGENERATE = "TGC_BLESS=1 cargo test -p tgc-tvm op_schema"
 
-# attribute kinds (AttrKind in the Rust table)
-INT, INTS, FLOAT, FLOATS, BOOL, STR, INT_OR_INTS = (
-    "int",
-    "int list",
-    "float",
-    "float list",
-    "bool",
-    "string",
-    "int or int list",
-)
+# The attribute kinds an op's schema may use (AttrKind in Rust, as the schema spells it).
+KINDS = ("int", "float", "str", "bool", "int_list", "float_list", "int_or_int_list")
+# "defaulted": the client fills in `default`; "required": the client must be given it;
+# "optional": may be absent, and absence has its own meaning (clip without max).
+PRESENCES = ("defaulted", "required", "optional")
+
+
+@dataclass(frozen=True)
+class AttrSpec:
+    name: str
+    kind: str
+    presence: str
+    default: Any = None  # what the client fills in when presence == "defaulted"
 
 
 @dataclass(frozen=True)
 class OpSpec:
     name: str
     min_operands: int
-    max_operands: int | None  # None: unbounded
-    attrs: dict[str, tuple[str, Any]] = field(default_factory=dict)  # name -> (kind, default)
-    lower: Callable[..., Any] | None = None  # (R, bb, operands, attrs) -> relax expr
+    max_operands: int | None  # None: variadic
+    attrs: dict[str, AttrSpec]  # in the registry's order
     # LegalizeOps writes a rank-0 constant operand into the TIR as an immediate (Relax's
-    # _binary legalization); lower.immediate_operand applies the rule.
-    inlines_scalar_constant: bool = False
+    # _binary legalization); lower.immediate_operands applies the rule.
+    inlines_scalar_constant: bool
+    lower: Callable[..., Any] | None  # (R, bb, operands, attrs) -> relax expr
 
 
-def _conv_attrs(kernel_layout: str, transpose: bool) -> dict:
-    a = {
-        "strides": (INTS, [1, 1]),
-        "padding": (INTS, [0, 0, 0, 0]),
-    }
-    if transpose:
-        a["output_padding"] = (INTS, [0, 0])
-    a.update(
-        {
-            "dilation": (INTS, [1, 1]),
-            "groups": (INT, 1),
-            "data_layout": (STR, "NCHW"),
-            "kernel_layout": (STR, kernel_layout),
-            "out_layout": (STR, ABSENT),
-            "out_dtype": (STR, ABSENT),
-        }
-    )
-    return a
+class OpSchemaError(Exception):
+    """op_schema.json is malformed or disagrees with LOWERINGS (a bug of this checkout)."""
 
 
-REDUCE = {"axis": (INTS, ABSENT), "keepdims": (BOOL, False)}
-ARG_REDUCE = {"axis": (INT, ABSENT), "keepdims": (BOOL, False)}
-SOFTMAX = {"axis": (INT, -1)}
-POOL_COMMON = {
-    "pool_size": (INTS, REQUIRED),
-    "strides": (INTS, [1, 1]),
-    "padding": (INTS, [0, 0, 0, 0]),
-    "dilation": (INTS, [1, 1]),
-    "ceil_mode": (BOOL, False),
-}
-
-
-def _nz(v, default=None):
-    return default if v is None else v
-
-
-# ---- lowering helpers: each gets (R, bb, xs, a) with R = tvm.relax.op, bb a BlockBuilder,
-# xs the operand exprs, a the full attribute dict (defaults filled). They return one expr.
+# ---- lowerings: each gets (R, bb, xs, a) with R = tvm.relax.op, bb a BlockBuilder, xs the
+# operand exprs and a the checked attributes (every one of the schema; None for an absent
+# optional one). They return one expr.
 
 
 def _conv2d(R, bb, xs, a):
@@ -184,24 +163,6 @@ def _batch_norm(R, bb, xs, a):
     return relax.TupleGetItem(t, 0)
 
 
-def _unary(path: str):
-    def f(R, bb, xs, a):
-        fn = R
-        for p in path.split("."):
-            fn = getattr(fn, p)
-        return fn(xs[0])
-
-    return f
-
-
-def _binary(name: str):
-    return lambda R, bb, xs, a: getattr(R, name)(xs[0], xs[1])
-
-
-def _reduce(name: str):
-    return lambda R, bb, xs, a: getattr(R, name)(xs[0], axis=a["axis"], keepdims=a["keepdims"])
-
-
 def _pool(name: str, count_include_pad: bool):
     def f(R, bb, xs, a):
         kw = dict(
@@ -244,340 +205,127 @@ def _resize2d(R, bb, xs, a):
     )
 
 
-def _spec(name, lo, hi, attrs, lower):
-    return OpSpec(name, lo, hi, dict(attrs), lower)
+def _relax_op(path: str):
+    """The Relax op called `path` (`exp`, `nn.relu`) on the first operand."""
+
+    def f(R, bb, xs, a):
+        fn = R
+        for p in path.split("."):
+            fn = getattr(fn, p)
+        return fn(xs[0])
+
+    return f
 
 
-_UNARY_RELAX = {
-    "exp": "exp",
-    "log": "log",
-    "sqrt": "sqrt",
-    "rsqrt": "rsqrt",
-    "erf": "erf",
-    "tanh": "tanh",
-    "sigmoid": "sigmoid",
-    "negative": "negative",
-    "abs": "abs",
-    "floor": "floor",
-    "ceil": "ceil",
-    "round": "round",
-    "sin": "sin",
-    "cos": "cos",
-    "nn.relu": "nn.relu",
-    "nn.gelu": "nn.gelu",
-    "nn.gelu_tanh": "nn.gelu_tanh",
-    "nn.silu": "nn.silu",
-}
+def _binary(name: str):
+    return lambda R, bb, xs, a: getattr(R, name)(xs[0], xs[1])
 
-_BINARY = [
-    "add",
-    "subtract",
-    "multiply",
-    "divide",
-    "floor_divide",
-    "power",
-    "maximum",
-    "minimum",
-    "equal",
-    "not_equal",
-    "less",
-    "less_equal",
-    "greater",
-    "greater_equal",
+
+def _reduce(name: str):
+    return lambda R, bb, xs, a: getattr(R, name)(xs[0], axis=a["axis"], keepdims=a["keepdims"])
+
+
+# Ops that are the Relax op of the same name applied to their operands, attributes ignored.
+_SAME_NAME_UNARY = [
+    "exp", "log", "sqrt", "rsqrt", "erf", "tanh", "sigmoid", "negative", "abs", "floor",
+    "ceil", "round", "sin", "cos", "nn.relu", "nn.gelu", "nn.gelu_tanh", "nn.silu",
+]
+_SAME_NAME_BINARY = [
+    "add", "subtract", "multiply", "divide", "floor_divide", "power", "maximum", "minimum",
+    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
 ]
 
-
-def _build_table() -> dict[str, OpSpec]:
-    t: dict[str, OpSpec] = {}
-
-    def add(s: OpSpec):
-        t[s.name] = s
-
-    out_dtype = {"out_dtype": (STR, ABSENT)}
-    add(_spec("nn.conv2d", 2, 2, _conv_attrs("OIHW", False), _conv2d))
-    add(_spec("nn.conv2d_transpose", 2, 2, _conv_attrs("IOHW", True), _conv2d_transpose))
-    add(
-        _spec(
-            "matmul", 2, 2, out_dtype, lambda R, bb, xs, a: R.matmul(xs[0], xs[1], a["out_dtype"])
-        )
-    )
-    add(_spec("nn.dense", 2, 2, {"units": (INT, ABSENT), **out_dtype}, _dense))
-    add(
-        _spec(
-            "nn.batch_matmul",
-            2,
-            2,
-            {"transpose_a": (BOOL, False), "transpose_b": (BOOL, True), **out_dtype},
-            _batch_matmul,
-        )
-    )
-    for ours, relax_name in _UNARY_RELAX.items():
-        add(_spec(ours, 1, 1, {}, _unary(relax_name)))
-    add(
-        _spec(
-            "nn.leakyrelu",
-            1,
-            1,
-            {"alpha": (FLOAT, 0.01)},
-            lambda R, bb, xs, a: R.nn.leakyrelu(xs[0], alpha=a["alpha"]),
-        )
-    )
-    add(_spec("nn.hard_swish", 1, 1, {}, _hard_swish))
-    add(
-        _spec(
-            "nn.hard_sigmoid", 1, 1, {"alpha": (FLOAT, 0.2), "beta": (FLOAT, 0.5)}, _hard_sigmoid
-        )
-    )
-    add(
-        _spec(
-            "clip",
-            1,
-            1,
-            {"min": (FLOAT, REQUIRED), "max": (FLOAT, REQUIRED)},
-            lambda R, bb, xs, a: _clip(xs[0], a["min"], a["max"], R),
-        )
-    )
-    add(
-        _spec(
-            "astype",
-            1,
-            1,
-            {"dtype": (STR, REQUIRED)},
-            lambda R, bb, xs, a: R.astype(xs[0], a["dtype"]),
-        )
-    )
-    for b in _BINARY:
-        add(OpSpec(b, 2, 2, {}, _binary(b), inlines_scalar_constant=True))
-    add(_spec("where", 3, 3, {}, lambda R, bb, xs, a: R.where(xs[0], xs[1], xs[2])))
-    for r in ["sum", "mean", "max", "min", "prod"]:
-        add(_spec(r, 1, 1, REDUCE, _reduce(r)))
-    for r in ["argmax", "argmin"]:
-        add(_spec(r, 1, 1, ARG_REDUCE, _reduce(r)))
-    add(
-        _spec(
-            "nn.batch_norm",
-            5,
-            5,
-            {
-                "axis": (INT, 1),
-                "epsilon": (FLOAT, 1e-5),
-                "center": (BOOL, True),
-                "scale": (BOOL, True),
-            },
-            _batch_norm,
-        )
-    )
-    add(
-        _spec(
-            "nn.layer_norm",
-            3,
-            3,
-            {
-                "axes": (INTS, REQUIRED),
-                "epsilon": (FLOAT, 1e-5),
-                "center": (BOOL, True),
-                "scale": (BOOL, True),
-            },
-            lambda R, bb, xs, a: R.nn.layer_norm(
-                xs[0], xs[1], xs[2], a["axes"], a["epsilon"], a["center"], a["scale"]
-            ),
-        )
-    )
-    add(
-        _spec(
-            "nn.softmax", 1, 1, SOFTMAX, lambda R, bb, xs, a: R.nn.softmax(xs[0], axis=a["axis"])
-        )
-    )
-    add(
-        _spec(
-            "nn.log_softmax",
-            1,
-            1,
-            SOFTMAX,
-            lambda R, bb, xs, a: R.nn.log_softmax(xs[0], axis=a["axis"]),
-        )
-    )
-    add(
-        _spec(
-            "nn.max_pool2d",
-            1,
-            1,
-            {**POOL_COMMON, "layout": (STR, "NCHW"), "out_layout": (STR, ABSENT)},
-            _pool("max_pool2d", False),
-        )
-    )
-    add(
-        _spec(
-            "nn.avg_pool2d",
-            1,
-            1,
-            {
-                **POOL_COMMON,
-                "count_include_pad": (BOOL, False),
-                "layout": (STR, "NCHW"),
-                "out_layout": (STR, ABSENT),
-            },
-            _pool("avg_pool2d", True),
-        )
-    )
-    add(
-        _spec(
-            "nn.adaptive_avg_pool2d",
-            1,
-            1,
-            {
-                "output_size": (INTS, ABSENT),
-                "layout": (STR, "NCHW"),
-                "out_layout": (STR, ABSENT),
-            },
-            lambda R, bb, xs, a: R.nn.adaptive_avg_pool2d(
-                xs[0], output_size=a["output_size"], layout=a["layout"], out_layout=a["out_layout"]
-            ),
-        )
-    )
-    add(
-        _spec(
-            "reshape",
-            1,
-            1,
-            {"shape": (INTS, REQUIRED)},
-            lambda R, bb, xs, a: R.reshape(xs[0], a["shape"]),
-        )
-    )
-    add(
-        _spec(
-            "permute_dims",
-            1,
-            1,
-            {"axes": (INTS, ABSENT)},
-            lambda R, bb, xs, a: R.permute_dims(xs[0], a["axes"]),
-        )
-    )
-    add(
-        _spec(
-            "concat",
-            1,
-            None,
-            {"axis": (INT, 0)},
-            lambda R, bb, xs, a: R.concat(list(xs), axis=a["axis"]),
-        )
-    )
-    add(
-        _spec(
-            "split",
-            1,
-            1,
-            {"indices_or_sections": (INT_OR_INTS, REQUIRED), "axis": (INT, 0)},
-            _split,
-        )
-    )
-    add(
-        _spec(
-            "strided_slice",
-            1,
-            1,
-            {
-                "axes": (INTS, REQUIRED),
-                "begin": (INTS, REQUIRED),
-                "end": (INTS, REQUIRED),
-                "strides": (INTS, ABSENT),
-            },
-            _strided_slice,
-        )
-    )
-    add(
-        _spec(
-            "nn.pad",
-            1,
-            1,
-            {
-                "pad_width": (INTS, REQUIRED),
-                "pad_mode": (STR, "constant"),
-                "pad_value": (FLOAT, 0.0),
-            },
-            lambda R, bb, xs, a: R.nn.pad(xs[0], a["pad_width"], a["pad_mode"], a["pad_value"]),
-        )
-    )
-    add(
-        _spec(
-            "image.resize2d",
-            1,
-            1,
-            {
-                "size": (INTS, REQUIRED),
-                "roi": (FLOATS, [0.0, 0.0, 0.0, 0.0]),
-                "layout": (STR, "NCHW"),
-                "method": (STR, "linear"),
-                "coordinate_transformation_mode": (STR, "half_pixel"),
-                "rounding_method": (STR, "round"),
-                "cubic_alpha": (FLOAT, -0.75),
-                "cubic_exclude": (INT, 0),
-                "extrapolation_value": (FLOAT, 0.0),
-                "out_dtype": (STR, ABSENT),
-            },
-            _resize2d,
-        )
-    )
-    add(
-        _spec(
-            "squeeze",
-            1,
-            1,
-            {"axis": (INTS, ABSENT)},
-            lambda R, bb, xs, a: R.squeeze(xs[0], a["axis"]),
-        )
-    )
-    add(
-        _spec(
-            "expand_dims",
-            1,
-            1,
-            {"axis": (INTS, REQUIRED)},
-            lambda R, bb, xs, a: R.expand_dims(xs[0], a["axis"]),
-        )
-    )
-    add(_spec("flatten", 1, 1, {}, lambda R, bb, xs, a: R.flatten(xs[0])))
-    add(
-        _spec(
-            "take",
-            2,
-            2,
-            {"axis": (INT, ABSENT), "mode": (STR, "fast")},
-            lambda R, bb, xs, a: R.take(xs[0], xs[1], axis=a["axis"], mode=a["mode"]),
-        )
-    )
-    add(
-        _spec(
-            "broadcast_to",
-            1,
-            1,
-            {"shape": (INTS, REQUIRED)},
-            lambda R, bb, xs, a: R.broadcast_to(xs[0], a["shape"]),
-        )
-    )
-    add(
-        _spec(
-            "tile",
-            1,
-            1,
-            {"repeats": (INTS, REQUIRED)},
-            lambda R, bb, xs, a: R.tile(xs[0], a["repeats"]),
-        )
-    )
-    # constant: lifted to a task parameter by lower.py; never lowered as a binding
-    add(
-        _spec(
-            "constant",
-            0,
-            0,
-            {"value": (FLOATS, REQUIRED), "shape": (INTS, REQUIRED), "dtype": (STR, REQUIRED)},
-            None,
-        )
-    )
-    return t
+LOWERINGS: dict[str, Callable[..., Any] | None] = {
+    "nn.conv2d": _conv2d,
+    "nn.conv2d_transpose": _conv2d_transpose,
+    "matmul": lambda R, bb, xs, a: R.matmul(xs[0], xs[1], a["out_dtype"]),
+    "nn.dense": _dense,
+    "nn.batch_matmul": _batch_matmul,
+    **{name: _relax_op(name) for name in _SAME_NAME_UNARY},
+    "nn.leakyrelu": lambda R, bb, xs, a: R.nn.leakyrelu(xs[0], alpha=a["alpha"]),
+    "nn.hard_swish": _hard_swish,
+    "nn.hard_sigmoid": _hard_sigmoid,
+    "clip": lambda R, bb, xs, a: _clip(xs[0], a["min"], a["max"], R),
+    "astype": lambda R, bb, xs, a: R.astype(xs[0], a["dtype"]),
+    **{name: _binary(name) for name in _SAME_NAME_BINARY},
+    "where": lambda R, bb, xs, a: R.where(xs[0], xs[1], xs[2]),
+    **{name: _reduce(name) for name in ("sum", "mean", "max", "min", "prod", "argmax", "argmin")},
+    "nn.batch_norm": _batch_norm,
+    "nn.layer_norm": lambda R, bb, xs, a: R.nn.layer_norm(
+        xs[0], xs[1], xs[2], a["axes"], a["epsilon"], a["center"], a["scale"]
+    ),
+    "nn.softmax": lambda R, bb, xs, a: R.nn.softmax(xs[0], axis=a["axis"]),
+    "nn.log_softmax": lambda R, bb, xs, a: R.nn.log_softmax(xs[0], axis=a["axis"]),
+    "nn.max_pool2d": _pool("max_pool2d", False),
+    "nn.avg_pool2d": _pool("avg_pool2d", True),
+    "nn.adaptive_avg_pool2d": lambda R, bb, xs, a: R.nn.adaptive_avg_pool2d(
+        xs[0], output_size=a["output_size"], layout=a["layout"], out_layout=a["out_layout"]
+    ),
+    "reshape": lambda R, bb, xs, a: R.reshape(xs[0], a["shape"]),
+    "permute_dims": lambda R, bb, xs, a: R.permute_dims(xs[0], a["axes"]),
+    "concat": lambda R, bb, xs, a: R.concat(list(xs), axis=a["axis"]),
+    "split": _split,
+    "strided_slice": _strided_slice,
+    "nn.pad": lambda R, bb, xs, a: R.nn.pad(xs[0], a["pad_width"], a["pad_mode"], a["pad_value"]),
+    "image.resize2d": _resize2d,
+    "squeeze": lambda R, bb, xs, a: R.squeeze(xs[0], a["axis"]),
+    "expand_dims": lambda R, bb, xs, a: R.expand_dims(xs[0], a["axis"]),
+    "flatten": lambda R, bb, xs, a: R.flatten(xs[0]),
+    "take": lambda R, bb, xs, a: R.take(xs[0], xs[1], axis=a["axis"], mode=a["mode"]),
+    "broadcast_to": lambda R, bb, xs, a: R.broadcast_to(xs[0], a["shape"]),
+    "tile": lambda R, bb, xs, a: R.tile(xs[0], a["repeats"]),
+    # lifted to a task parameter by lower.py; never lowered as a binding
+    "constant": None,
+}
 
 
-OPS: dict[str, OpSpec] = _build_table()
+def _attr_spec(op: str, a: dict) -> AttrSpec:
+    where = f"{SCHEMA_PATH}: {op}, attribute {a.get('name')!r}"
+    if a.get("kind") not in KINDS:
+        raise OpSchemaError(f"{where}: kind {a.get('kind')!r} is none of {', '.join(KINDS)}")
+    if a.get("presence") not in PRESENCES:
+        raise OpSchemaError(f"{where}: presence {a.get('presence')!r} is none of {PRESENCES}")
+    if ("default" in a) != (a["presence"] == "defaulted"):
+        raise OpSchemaError(f"{where}: a default goes with presence 'defaulted' and only with it")
+    try:
+        default = _check_kind(a["kind"], a["default"]) if "default" in a else None
+    except ValueError as e:
+        raise OpSchemaError(f"{where}: default: {e}")
+    return AttrSpec(a["name"], a["kind"], a["presence"], default)
+
+
+def load_ops(schema: dict, lowerings: dict) -> dict[str, OpSpec]:
+    """The op table: each op of `schema` (op_schema.json) with its lowering. Raises
+    OpSchemaError when an op has no lowering or a lowering names no op."""
+    names = [o["name"] for o in schema["ops"]]
+    no_lowering = [n for n in names if n not in lowerings]
+    no_op = [n for n in lowerings if n not in names]
+    if no_lowering or no_op:
+        parts = []
+        if no_lowering:
+            parts.append(f"ops without a lowering in tgc_worker/ops.py: {', '.join(no_lowering)}")
+        if no_op:
+            parts.append(f"lowerings of ops the schema lacks: {', '.join(no_op)}")
+        raise OpSchemaError(
+            f"{'; '.join(parts)} (the schema is the Rust registry's: add or remove the "
+            f"lowering, or regenerate the schema with `{REGENERATE}`)"
+        )
+    return {
+        o["name"]: OpSpec(
+            name=o["name"],
+            min_operands=o["min_operands"],
+            max_operands=o["max_operands"],
+            attrs={a["name"]: _attr_spec(o["name"], a) for a in o["attrs"]},
+            inlines_scalar_constant=o["inlines_scalar_constant"],
+            lower=lowerings[o["name"]],
+        )
+        for o in schema["ops"]
+    }
+
+
+def _read_schema(path: str = SCHEMA_PATH) -> dict:
+    with open(path) as f:
+        return json.load(f)
 
 
 def _check_kind(kind: str, v: Any) -> Any:
@@ -589,19 +337,19 @@ def _check_kind(kind: str, v: Any) -> Any:
     def is_num(x):
         return isinstance(x, (int, float)) and not isinstance(x, bool)
 
-    if kind == INT and is_int(v):
+    if kind == "int" and is_int(v):
         return v
-    if kind == INTS and isinstance(v, list) and all(is_int(x) for x in v):
+    if kind == "int_list" and isinstance(v, list) and all(is_int(x) for x in v):
         return list(v)
-    if kind == FLOAT and is_num(v):
+    if kind == "float" and is_num(v):
         return float(v)
-    if kind == FLOATS and isinstance(v, list) and all(is_num(x) for x in v):
+    if kind == "float_list" and isinstance(v, list) and all(is_num(x) for x in v):
         return [float(x) for x in v]
-    if kind == BOOL and isinstance(v, bool):
+    if kind == "bool" and isinstance(v, bool):
         return v
-    if kind == STR and isinstance(v, str):
+    if kind == "str" and isinstance(v, str):
         return v
-    if kind == INT_OR_INTS:
+    if kind == "int_or_int_list":
         if is_int(v):
             return v
         if isinstance(v, list) and all(is_int(x) for x in v):
@@ -609,26 +357,42 @@ def _check_kind(kind: str, v: Any) -> Any:
     raise ValueError(f"expected {kind}, got {v!r}")
 
 
-def normalize_attrs(op: str, attrs: dict, where: str, task: str | None) -> dict:
-    """Fill defaults, check kinds, reject unknown and missing required attributes."""
+OPS: dict[str, OpSpec] = load_ops(_read_schema(), LOWERINGS)
+
+
+def check_attrs(op: str, attrs, where: str, task: str | None) -> dict:
+    """A binding's attributes, checked against the schema: none unknown, every one but the
+    optional ones present (the client fills in defaults, this never does), each of its kind
+    (a JSON int is accepted as a float). Absent optional attributes come back as None."""
     spec = OPS[op]
     if not isinstance(attrs, dict):
         raise WorkerError("bad_task", f"{where}: attrs must be an object", task)
-    out = {}
     for k in attrs:
         if k not in spec.attrs:
-            known = ", ".join(sorted(spec.attrs)) or "none"
+            known = ", ".join(spec.attrs) or "none"
             raise WorkerError(
                 "bad_task", f"{where}: {op} has no attribute {k!r} (known: {known})", task
             )
-    for k, (kind, default) in spec.attrs.items():
-        if k in attrs and attrs[k] is not None:
-            try:
-                out[k] = _check_kind(kind, attrs[k])
-            except ValueError as e:
-                raise WorkerError("bad_task", f"{where}: attribute {k} of {op}: {e}", task)
-        elif default is REQUIRED:
-            raise WorkerError("bad_task", f"{where}: {op} requires attribute {k!r}", task)
+    out = {}
+    for k, a in spec.attrs.items():
+        if k not in attrs:
+            if a.presence != "optional":
+                raise WorkerError(
+                    "bad_task",
+                    f"{where}: missing {a.presence} attribute {k!r} (the client sends every "
+                    f"attribute but absent optional ones, defaults filled in)",
+                    task,
+                )
+            out[k] = None
+        elif attrs[k] is None:
+            raise WorkerError(
+                "bad_task",
+                f"{where}: attribute {k!r} is null (JSON has no infinity or NaN for a float)",
+                task,
+            )
         else:
-            out[k] = list(default) if isinstance(default, list) else default
+            try:
+                out[k] = _check_kind(a.kind, attrs[k])
+            except ValueError as e:
+                raise WorkerError("bad_task", f"{where}: attribute {k!r} of {op}: {e}", task)
     return out

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from .errors import WorkerError
-from .ops import OPS, normalize_attrs
+from .ops import OPS, check_attrs
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 
@@ -142,7 +142,7 @@ def parse_task(obj) -> Task:
             raise WorkerError(
                 "bad_task", f"{where}: takes {want} operands, got {len(operands)}", name
             )
-        attrs = normalize_attrs(op, b.get("attrs", {}), where, name)
+        attrs = check_attrs(op, b.get("attrs", {}), where, name)
         res_j = b.get("results")
         if not isinstance(res_j, list) or not res_j:
             raise WorkerError("bad_task", f"{where}: results must be a non-empty list", name)
