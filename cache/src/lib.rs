@@ -12,25 +12,32 @@
 //! - [`Cache::verify`]: integrity and invariants ([`verify`]).
 //! - [`msdb::import`] / [`msdb::export`]: MetaSchedule JSON databases ([`msdb`]).
 //!
+//! Dependencies point one way: [`model`], [`config`], [`schema`] and the shared reads of
+//! `rows` (best k, toolchain and target resolution, column decoding) at the bottom; the
+//! store on them; retrieval, verification and MetaSchedule import/export on the store.
+//!
 //! Cache contents are data only: traces, targets and workloads are JSON text that is
 //! parsed, compared and copied, never executed, evaluated or unpickled; the SQLite
 //! connection runs in defensive mode with an untrusted schema, and extensions are never
 //! loaded.
 
+pub mod config;
 pub mod error;
 pub mod model;
 pub mod msdb;
 pub mod retrieve;
+mod rows;
 pub mod schema;
 pub mod store;
 pub mod synth;
 pub mod verify;
 
+pub use config::{CacheConfig, RankingConfig};
 pub use error::{CacheError, Result};
 pub use model::{
     canonical_json, NewRecord, Provenance, Target, TaskEntry, Toolchain, Trace, TraceDigest,
     Workload,
 };
-pub use retrieve::{Candidate, Query, RankingConfig, SourceTask, Tier};
-pub use store::{Cache, CacheConfig, GcSummary, PutSummary, Stats, DEFAULT_BEST_K};
+pub use retrieve::{Candidate, Query, SourceTask, Tier};
+pub use store::{Cache, GcSummary, PutSummary, Stats, DEFAULT_BEST_K};
 pub use verify::VerifyReport;

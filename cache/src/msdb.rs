@@ -34,7 +34,8 @@
 
 use crate::error::{CacheError, Result, SqliteContext};
 use crate::model::{NewRecord, Provenance, Target, Toolchain, Trace, Workload, MS_INVALID_SECS};
-use crate::store::{self, Cache, Group, PutSummary, Writer};
+use crate::rows;
+use crate::store::{Cache, Group, PutSummary, Writer};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use rusqlite::params;
@@ -459,9 +460,9 @@ pub fn export(cache: &Cache, dir: &Path, opts: &ExportOptions) -> Result<ExportS
     };
     std::fs::create_dir_all(dir).map_err(|e| CacheError::io(dir, e))?;
     let tx = conn.unchecked_transaction().at(path)?;
-    let toolchain_id = store::toolchain_id(&tx, path, &opts.toolchain)?;
+    let toolchain_id = rows::toolchain_id(&tx, path, &opts.toolchain)?;
     let target_id: Option<i64> = match &opts.target {
-        Some(t) => store::resolve_target(&tx, path, t, toolchain_id)?.or(Some(-1)),
+        Some(t) => rows::resolve_target(&tx, path, t, toolchain_id)?.or(Some(-1)),
         None => None,
     };
     let toolchain_id = toolchain_id.unwrap_or(-1);

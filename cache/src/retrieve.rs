@@ -45,33 +45,13 @@
 
 use crate::error::{Result, SqliteContext};
 use crate::model::{features_from_json, Target, Toolchain, Trace, TraceDigest};
-use crate::store::{self, Cache};
+use crate::rows::{resolve_target, toolchain_columns, toolchain_id, trace_digest};
+use crate::store::Cache;
 use rusqlite::{params, OptionalExtension};
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use tgc_canonicalize::{Features, TaskKey, TaskKeys};
-
-/// How neighbours are ranked; explicit limits instead of constants in loops.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RankingConfig {
-    /// `lambda`: weight of the averaged normalised rank against feature distance.
-    pub rank_weight: f64,
-    /// The nearest neighbour tasks used per tier.
-    pub max_neighbours: usize,
-    /// Neighbour tasks read per tier to find the nearest (bounds lookups in huge groups).
-    pub max_scanned: usize,
-}
-
-impl Default for RankingConfig {
-    fn default() -> Self {
-        RankingConfig {
-            rank_weight: 1.0,
-            max_neighbours: 16,
-            max_scanned: 1024,
-        }
-    }
-}
 
 /// How a candidate was found, best tier first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -304,11 +284,11 @@ impl Cache {
         }
         // One read transaction: a consistent snapshot while other processes write.
         let tx = self.conn.unchecked_transaction().at(path)?;
-        let toolchain_id = store::toolchain_id(&tx, path, q.toolchain)?;
+        let toolchain_id = toolchain_id(&tx, path, q.toolchain)?;
         if toolchain_id.is_none() && !q.any_toolchain {
             return Ok(Vec::new());
         }
-        let Some(target_id) = store::resolve_target(&tx, path, q.target, toolchain_id)? else {
+        let Some(target_id) = resolve_target(&tx, path, q.target, toolchain_id)? else {
             return Ok(Vec::new());
         };
         let toolchain_filter = if q.any_toolchain { None } else { toolchain_id };
@@ -548,21 +528,13 @@ impl Cache {
                         "SELECT tvm_version, tvm_ffi_version, llvm_version FROM toolchains WHERE id = ?1",
                     )
                     .and_then(|mut s| {
-                        s.query_row([toolchain_id], |r| {
-                            Ok(Toolchain::new(
-                                r.get::<_, String>(0)?,
-                                r.get::<_, String>(1)?,
-                                r.get::<_, String>(2)?,
-                            ))
-                        })
+                        s.query_row([toolchain_id], |r| toolchain_columns(r, 0))
                     })
                     .at(path)?;
                 slot.insert(toolchain);
             }
             let (exact_key, tvm_hash) = sources[&task_id];
-            let digest = <[u8; 32]>::try_from(digest.as_slice())
-                .map(TraceDigest)
-                .unwrap_or(TraceDigest([0; 32]));
+            let digest = trace_digest(&digest).unwrap_or(TraceDigest([0; 32]));
             out.push(Candidate {
                 tier: hit.tier,
                 trace: Trace::from_stored(trace_json, digest),

@@ -8,12 +8,13 @@
 //! transaction or none of it. `synchronous=NORMAL` keeps commits durable against process
 //! crashes; a power loss may forget the last commits but never corrupts the file.
 
+use crate::config::CacheConfig;
 use crate::error::{CacheError, Result, SqliteContext};
 use crate::model::{
     canonical_json, features_to_json, latency_mean, NewRecord, Provenance, Target, TaskEntry,
-    Toolchain, Trace, TraceDigest, Workload,
+    Toolchain, Trace, Workload,
 };
-use crate::retrieve::RankingConfig;
+use crate::rows::{read_best_k, spelled_target, toolchain_columns, trace_digest};
 use crate::schema;
 use rusqlite::config::DbConfig;
 use rusqlite::{
@@ -29,24 +30,6 @@ pub const DEFAULT_BEST_K: usize = 32;
 const MMAP_BYTES: i64 = 1 << 30;
 /// SQLite page cache per connection, in KiB.
 const PAGE_CACHE_KIB: i64 = 32 * 1024;
-
-/// Limits and policies of one cache handle.
-#[derive(Clone, Debug)]
-pub struct CacheConfig {
-    /// How long a writer waits for another process's write lock before failing.
-    pub busy_timeout: Duration,
-    /// How retrieval ranks neighbours.
-    pub ranking: RankingConfig,
-}
-
-impl Default for CacheConfig {
-    fn default() -> Self {
-        CacheConfig {
-            busy_timeout: Duration::from_secs(60),
-            ranking: RankingConfig::default(),
-        }
-    }
-}
 
 /// An open task cache.
 pub struct Cache {
@@ -389,14 +372,7 @@ impl Cache {
             .at(p)?;
         let rows = stmt
             .query_map([], |r| {
-                Ok((
-                    Toolchain::new(
-                        r.get::<_, String>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, String>(2)?,
-                    ),
-                    r.get::<_, i64>(3)? as u64,
-                ))
+                Ok((toolchain_columns(r, 0)?, r.get::<_, i64>(3)? as u64))
             })
             .at(p)?;
         for row in rows {
@@ -484,24 +460,6 @@ fn enable_wal(conn: &Connection, path: &Path, timeout: Duration) -> Result<()> {
     }
 }
 
-pub(crate) fn read_best_k(conn: &Connection, path: &Path) -> Result<usize> {
-    let v: Option<String> = conn
-        .query_row(
-            "SELECT value FROM settings WHERE name = 'best_k'",
-            [],
-            |r| r.get(0),
-        )
-        .optional()
-        .at(path)?;
-    v.as_deref()
-        .and_then(|s| s.parse::<usize>().ok())
-        .filter(|&k| k > 0)
-        .ok_or_else(|| CacheError::Corrupt {
-            path: path.to_path_buf(),
-            detail: format!("settings.best_k is {v:?}"),
-        })
-}
-
 fn prune_all(tx: &Transaction, path: &Path, k: usize) -> Result<usize> {
     tx.execute(
         "DELETE FROM records WHERE id IN (
@@ -511,61 +469,6 @@ fn prune_all(tx: &Transaction, path: &Path, k: usize) -> Result<usize> {
            WHERE rn > ?1)",
         [k as i64],
     )
-    .at(path)
-}
-
-/// The id of `t`'s toolchain row, if the cache knows it.
-pub(crate) fn toolchain_id(conn: &Connection, path: &Path, t: &Toolchain) -> Result<Option<i64>> {
-    conn.prepare_cached(
-        "SELECT id FROM toolchains WHERE tvm_version = ?1 AND tvm_ffi_version = ?2 AND llvm_version = ?3",
-    )
-    .and_then(|mut s| s.query_row(params![t.tvm, t.tvm_ffi, t.llvm], |r| r.get(0)).optional())
-    .at(path)
-}
-
-/// The canonical target that the spelling `t` was registered for under `toolchain_id`.
-fn spelled_target(
-    conn: &Connection,
-    path: &Path,
-    t: &Target,
-    toolchain_id: i64,
-) -> Result<Option<i64>> {
-    conn.prepare_cached(
-        "SELECT target_id FROM target_spellings WHERE spelling = ?1 AND toolchain_id = ?2",
-    )
-    .and_then(|mut s| {
-        s.query_row(params![t.canonical_json(), toolchain_id], |r| r.get(0))
-            .optional()
-    })
-    .at(path)
-}
-
-/// The target row that lookups of `t` under the toolchain `toolchain_id` read: the canonical
-/// target the spelling was registered for under that toolchain, else the row of `t` itself;
-/// with no toolchain (one the cache does not know, or a lookup across toolchains), a
-/// registration under any toolchain counts.
-pub(crate) fn resolve_target(
-    conn: &Connection,
-    path: &Path,
-    t: &Target,
-    toolchain_id: Option<i64>,
-) -> Result<Option<i64>> {
-    if let Some(tc) = toolchain_id {
-        if let Some(id) = spelled_target(conn, path, t, tc)? {
-            return Ok(Some(id));
-        }
-    }
-    let own: Option<i64> = conn
-        .prepare_cached("SELECT id FROM targets WHERE canonical_json = ?1")
-        .and_then(|mut s| s.query_row([t.canonical_json()], |r| r.get(0)).optional())
-        .at(path)?;
-    if own.is_some() || toolchain_id.is_some() {
-        return Ok(own);
-    }
-    conn.prepare_cached(
-        "SELECT target_id FROM target_spellings WHERE spelling = ?1 ORDER BY toolchain_id LIMIT 1",
-    )
-    .and_then(|mut s| s.query_row([t.canonical_json()], |r| r.get(0)).optional())
     .at(path)
 }
 
@@ -681,8 +584,8 @@ impl<'a> Writer<'a> {
                 path: path.to_path_buf(),
                 detail: format!("a record of target {from} has {what}"),
             };
-            let digest = <[u8; 32]>::try_from(digest.as_slice())
-                .map_err(|_| corrupt("a trace digest that is not 32 bytes"))?;
+            let digest = trace_digest(&digest)
+                .ok_or_else(|| corrupt("a trace digest that is not 32 bytes"))?;
             let latencies: Vec<f64> = serde_json::from_str(&latencies)
                 .map_err(|_| corrupt("latencies that are not a JSON list of numbers"))?;
             let args_info = match args_info {
@@ -693,7 +596,7 @@ impl<'a> Writer<'a> {
                 None => None,
             };
             let record = NewRecord {
-                trace: Trace::from_stored(trace_json, TraceDigest(digest)),
+                trace: Trace::from_stored(trace_json, digest),
                 latencies,
                 args_info,
                 provenance,

@@ -14,8 +14,9 @@
 
 use crate::error::{CacheError, Result};
 use crate::model::{canonical_json, features_from_json, Trace, TraceDigest, MS_INVALID_SECS};
+use crate::rows::read_best_k;
 use crate::schema::{self, SCHEMA_VERSION};
-use crate::store::{read_best_k, Cache};
+use crate::store::Cache;
 use serde_json::Value;
 use tgc_canonicalize::TaskKey;
 
