@@ -43,14 +43,16 @@
 //! `|log2((flops_q+1)/(flops_t+1))| + |log2((bytes_q+1)/(bytes_t+1))|`; the same is used
 //! for a structural neighbour whose vectors do not align.
 
+use crate::config::RankingConfig;
 use crate::error::{Result, SqliteContext};
 use crate::model::{features_from_json, Target, Toolchain, Trace, TraceDigest};
 use crate::rows::{resolve_target, toolchain_columns, toolchain_id, trace_digest};
 use crate::store::Cache;
-use rusqlite::{params, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::path::Path;
 use tgc_canonicalize::{Features, TaskKey, TaskKeys};
 
 /// How a candidate was found, best tier first.
@@ -162,22 +164,6 @@ impl<'a> Query<'a> {
     }
 }
 
-/// A ranked record before its trace text is read.
-struct Hit {
-    tier: Tier,
-    record_id: i64,
-    distance: f64,
-    rank_bias: f64,
-    score: f64,
-}
-
-/// A record row of one task, as ranking needs it.
-struct Row {
-    record_id: i64,
-    trace_id: i64,
-    mean: f64,
-}
-
 /// Row ids are integers SQLite hands out: a multiplicative hash spreads them well and costs
 /// far less than SipHash on the lookup path (a crafted file could only make lookups slower).
 #[derive(Default)]
@@ -233,6 +219,455 @@ fn size_distance(a: &Features, b: &Features) -> f64 {
     ratio(a.flops, b.flops) + ratio(a.bytes, b.bytes)
 }
 
+/// The tiers in the order lookup tries them.
+const TIER_ORDER: [Tier; 4] = [Tier::Exact, Tier::TvmHash, Tier::Structural, Tier::Family];
+
+/// A ranked record before its trace text is read.
+struct Hit {
+    tier: Tier,
+    record_id: i64,
+    trace_id: i64,
+    /// Mean latency on the record's task: the tie-break among neighbours of equal score.
+    mean_latency: f64,
+    distance: f64,
+    rank_bias: f64,
+    score: f64,
+}
+
+/// A record of one task, as ranking needs it.
+struct TaskRecord {
+    record_id: i64,
+    trace_id: i64,
+    mean_latency: f64,
+}
+
+/// A neighbour task of the query, at its distance from it.
+struct Neighbour {
+    task_id: i64,
+    distance: f64,
+}
+
+/// A trace as the neighbour tasks of a tier measured it.
+struct NeighbourTrace {
+    /// The distance of the nearest neighbour that measured it, and its record there.
+    distance: f64,
+    record_id: i64,
+    mean_latency: f64,
+    /// The sum of its normalised ranks over the `tasks` neighbours that measured it.
+    rank_sum: f64,
+    tasks: u32,
+}
+
+/// A record with its trace and provenance, as a candidate carries it.
+struct StoredRecord {
+    task_id: i64,
+    toolchain_id: i64,
+    mean_latency: f64,
+    num_samples: i64,
+    model: Option<String>,
+    task_name: Option<String>,
+    trace_json: String,
+    digest: Vec<u8>,
+    trials: Option<i64>,
+    origin: String,
+}
+
+/// The keys a source task is known by.
+#[derive(Clone, Copy)]
+struct SourceKeys {
+    exact_key: Option<TaskKey>,
+    tvm_hash: Option<u64>,
+}
+
+/// The hits so far, best tier first; a trace counts once, in the first tier that finds it.
+#[derive(Default)]
+struct Found {
+    hits: Vec<Hit>,
+    traces: IdSet<i64>,
+}
+
+impl Found {
+    fn add(&mut self, tier_hits: Vec<Hit>) {
+        for hit in tier_hits {
+            if self.traces.insert(hit.trace_id) {
+                self.hits.push(hit);
+            }
+        }
+    }
+}
+
+/// `i / (n - 1)` for the i-th of `n` records sorted by latency (0 = fastest, 1 = slowest).
+fn normalised_rank(i: usize, n: usize) -> f64 {
+    if n > 1 {
+        i as f64 / (n - 1) as f64
+    } else {
+        0.0
+    }
+}
+
+/// The hits of a tier whose records belong to the query's own workload (tiers 1 and 2):
+/// in the order given (fastest first), scored by mean latency.
+fn same_workload(tier: Tier, records: Vec<TaskRecord>) -> Vec<Hit> {
+    let n = records.len();
+    records
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| Hit {
+            tier,
+            record_id: r.record_id,
+            trace_id: r.trace_id,
+            mean_latency: r.mean_latency,
+            distance: 0.0,
+            rank_bias: normalised_rank(i, n),
+            score: r.mean_latency,
+        })
+        .collect()
+}
+
+/// One lookup inside its read transaction: the query and the rows it resolved to.
+struct Lookup<'a> {
+    conn: &'a Connection,
+    path: &'a Path,
+    ranking: &'a RankingConfig,
+    query: &'a Query<'a>,
+    target_id: i64,
+    /// The toolchain records must have been measured under; `None` across toolchains.
+    toolchain_id: Option<i64>,
+    /// The query task's own row, when the cache has it.
+    task_id: Option<i64>,
+}
+
+impl<'a> Lookup<'a> {
+    /// Resolves the query's toolchain, target and task in the cache; `None` when no record
+    /// can match (the target is unknown, or the toolchain is and the query stays within it).
+    fn resolve(
+        conn: &'a Connection,
+        path: &'a Path,
+        ranking: &'a RankingConfig,
+        query: &'a Query<'a>,
+    ) -> Result<Option<Lookup<'a>>> {
+        let toolchain = toolchain_id(conn, path, query.toolchain)?;
+        if toolchain.is_none() && !query.any_toolchain {
+            return Ok(None);
+        }
+        let Some(target_id) = resolve_target(conn, path, query.target, toolchain)? else {
+            return Ok(None);
+        };
+        let task_id = conn
+            .prepare_cached("SELECT id FROM tasks WHERE exact_key = ?1")
+            .and_then(|mut s| {
+                s.query_row([query.keys.exact.to_string()], |r| r.get(0))
+                    .optional()
+            })
+            .at(path)?;
+        Ok(Some(Lookup {
+            conn,
+            path,
+            ranking,
+            query,
+            target_id,
+            toolchain_id: if query.any_toolchain { None } else { toolchain },
+            task_id,
+        }))
+    }
+
+    /// The hits of one tier, best first, before traces found by earlier tiers are removed.
+    fn tier(&self, tier: Tier) -> Result<Vec<Hit>> {
+        match tier {
+            Tier::Exact => self.exact(),
+            Tier::TvmHash => self.tvm_hash(),
+            Tier::Structural => self.structural(),
+            Tier::Family => self.family(),
+        }
+    }
+
+    /// Tier 1: the records of the query's own task, fastest first.
+    fn exact(&self) -> Result<Vec<Hit>> {
+        match self.task_id {
+            Some(id) => Ok(same_workload(Tier::Exact, self.records_of(id)?)),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Tier 2: the records of the other tasks with the query's TVM hash, fastest first.
+    fn tvm_hash(&self) -> Result<Vec<Hit>> {
+        let Some(hash) = self.query.tvm_hash else {
+            return Ok(Vec::new());
+        };
+        let ids: Vec<i64> = self
+            .conn
+            .prepare_cached("SELECT id FROM tasks WHERE tvm_hash = ?1 AND id IS NOT ?2")
+            .and_then(|mut s| {
+                s.query_map(params![hash.to_string(), self.task_id], |r| r.get(0))?
+                    .collect()
+            })
+            .at(self.path)?;
+        let mut records = Vec::new();
+        for id in ids {
+            records.extend(self.records_of(id)?);
+        }
+        records.sort_by(|a, b| {
+            a.mean_latency
+                .total_cmp(&b.mean_latency)
+                .then(a.record_id.cmp(&b.record_id))
+        });
+        Ok(same_workload(Tier::TvmHash, records))
+    }
+
+    /// Tier 3: the traces of the tasks with the query's structural key and another exact
+    /// key, ranked by feature distance and averaged rank.
+    fn structural(&self) -> Result<Vec<Hit>> {
+        let q = self.query;
+        let neighbours = self.nearest_neighbours(
+            Tier::Structural,
+            &q.keys.structural.to_string(),
+            &q.keys.exact.to_string(),
+            |f| {
+                q.features
+                    .distance(f)
+                    .unwrap_or_else(|| size_distance(q.features, f))
+            },
+        )?;
+        self.rank_neighbour_traces(Tier::Structural, neighbours)
+    }
+
+    /// Tier 4: the traces of the tasks with the query's family key and another structural
+    /// key, ranked by size distance and averaged rank.
+    fn family(&self) -> Result<Vec<Hit>> {
+        let q = self.query;
+        let neighbours = self.nearest_neighbours(
+            Tier::Family,
+            &q.keys.family.to_string(),
+            &q.keys.structural.to_string(),
+            |f| size_distance(q.features, f),
+        )?;
+        self.rank_neighbour_traces(Tier::Family, neighbours)
+    }
+
+    /// The `max_neighbours` tasks of the group `group_key` (without `exclude_key`) nearest
+    /// to the query, of the first `max_scanned` that have records here; nearest first.
+    fn nearest_neighbours(
+        &self,
+        tier: Tier,
+        group_key: &str,
+        exclude_key: &str,
+        distance: impl Fn(&Features) -> f64,
+    ) -> Result<Vec<Neighbour>> {
+        let max_scanned = self.ranking.max_scanned;
+        let neighbour = |r: &rusqlite::Row| {
+            let features = features_from_json(&r.get::<_, String>(1)?);
+            Ok(Neighbour {
+                task_id: r.get(0)?,
+                distance: features.map_or(f64::INFINITY, |f| distance(&f)),
+            })
+        };
+        let mut neighbours: Vec<Neighbour> = self
+            .conn
+            .prepare_cached(neighbour_sql(tier, self.toolchain_id.is_some()))
+            .and_then(|mut s| match self.toolchain_id {
+                Some(tc) => s
+                    .query_map(
+                        params![group_key, exclude_key, self.target_id, tc],
+                        neighbour,
+                    )?
+                    .take(max_scanned)
+                    .collect(),
+                None => s
+                    .query_map(params![group_key, exclude_key, self.target_id], neighbour)?
+                    .take(max_scanned)
+                    .collect(),
+            })
+            .at(self.path)?;
+        neighbours.sort_by(|a, b| {
+            a.distance
+                .total_cmp(&b.distance)
+                .then(a.task_id.cmp(&b.task_id))
+        });
+        neighbours.truncate(self.ranking.max_neighbours);
+        Ok(neighbours)
+    }
+
+    /// The traces measured on `neighbours`, scored by the formula of the module docs and
+    /// sorted by score (ties: faster mean latency, then trace).
+    fn rank_neighbour_traces(&self, tier: Tier, neighbours: Vec<Neighbour>) -> Result<Vec<Hit>> {
+        let mut per_trace: IdMap<i64, NeighbourTrace> = IdMap::default();
+        for neighbour in neighbours {
+            let records = self.records_of(neighbour.task_id)?;
+            let n = records.len();
+            let mut ranked_here: IdSet<i64> = IdSet::default();
+            for (i, r) in records.into_iter().enumerate() {
+                // Across toolchains a trace may appear twice in one task: rank it once.
+                if self.toolchain_id.is_none() && !ranked_here.insert(r.trace_id) {
+                    continue;
+                }
+                let t = per_trace.entry(r.trace_id).or_insert(NeighbourTrace {
+                    distance: neighbour.distance,
+                    record_id: r.record_id,
+                    mean_latency: r.mean_latency,
+                    rank_sum: 0.0,
+                    tasks: 0,
+                });
+                if neighbour.distance < t.distance {
+                    t.distance = neighbour.distance;
+                    t.record_id = r.record_id;
+                    t.mean_latency = r.mean_latency;
+                }
+                t.rank_sum += normalised_rank(i, n);
+                t.tasks += 1;
+            }
+        }
+        let lambda = self.ranking.rank_weight;
+        let mut hits: Vec<Hit> = per_trace
+            .into_iter()
+            .map(|(trace_id, t)| {
+                let rank_bias = t.rank_sum / t.tasks as f64;
+                Hit {
+                    tier,
+                    record_id: t.record_id,
+                    trace_id,
+                    mean_latency: t.mean_latency,
+                    distance: t.distance,
+                    rank_bias,
+                    score: t.distance + lambda * rank_bias,
+                }
+            })
+            .collect();
+        hits.sort_by(|a, b| {
+            a.score
+                .total_cmp(&b.score)
+                .then(a.mean_latency.total_cmp(&b.mean_latency))
+                .then(a.trace_id.cmp(&b.trace_id))
+        });
+        Ok(hits)
+    }
+
+    /// The records of one task on the target (and toolchain), fastest first.
+    fn records_of(&self, task_id: i64) -> Result<Vec<TaskRecord>> {
+        let record = |r: &rusqlite::Row| {
+            Ok(TaskRecord {
+                record_id: r.get(0)?,
+                trace_id: r.get(1)?,
+                mean_latency: r.get(2)?,
+            })
+        };
+        match self.toolchain_id {
+            Some(tc) => self
+                .conn
+                .prepare_cached(
+                    "SELECT id, trace_id, mean_latency FROM records
+                         WHERE task_id = ?1 AND target_id = ?2 AND toolchain_id = ?3 ORDER BY mean_latency, trace_id",
+                )
+                .and_then(|mut s| {
+                    s.query_map(params![task_id, self.target_id, tc], record)?
+                        .collect()
+                })
+                .at(self.path),
+            None => self
+                .conn
+                .prepare_cached(
+                    "SELECT id, trace_id, mean_latency FROM records
+                         WHERE task_id = ?1 AND target_id = ?2 ORDER BY mean_latency, trace_id",
+                )
+                .and_then(|mut s| {
+                    s.query_map(params![task_id, self.target_id], record)?
+                        .collect()
+                })
+                .at(self.path),
+        }
+    }
+
+    /// The candidates of `hits`, in order. Source tasks and toolchains repeat across
+    /// candidates: each is read once.
+    fn candidates(&self, hits: Vec<Hit>) -> Result<Vec<Candidate>> {
+        let mut sources: IdMap<i64, SourceKeys> = IdMap::default();
+        let mut toolchains: IdMap<i64, Toolchain> = IdMap::default();
+        let mut out = Vec::with_capacity(hits.len());
+        for hit in hits {
+            let record = self.stored_record(hit.record_id)?;
+            if let Entry::Vacant(slot) = sources.entry(record.task_id) {
+                slot.insert(self.source_keys(record.task_id)?);
+            }
+            if let Entry::Vacant(slot) = toolchains.entry(record.toolchain_id) {
+                slot.insert(self.toolchain(record.toolchain_id)?);
+            }
+            let keys = sources[&record.task_id];
+            let digest = trace_digest(&record.digest).unwrap_or(TraceDigest([0; 32]));
+            out.push(Candidate {
+                tier: hit.tier,
+                trace: Trace::from_stored(record.trace_json, digest),
+                mean_latency: record.mean_latency,
+                num_samples: record.num_samples as usize,
+                trials: record.trials.and_then(|t| u32::try_from(t).ok()),
+                distance: hit.distance,
+                rank_bias: hit.rank_bias,
+                score: hit.score,
+                source: SourceTask {
+                    exact_key: keys.exact_key,
+                    tvm_hash: keys.tvm_hash,
+                    model: record.model,
+                    task_name: record.task_name,
+                },
+                toolchain: toolchains[&record.toolchain_id].clone(),
+                origin: record.origin,
+            });
+        }
+        Ok(out)
+    }
+
+    fn stored_record(&self, record_id: i64) -> Result<StoredRecord> {
+        self.conn
+            .prepare_cached(
+                "SELECT r.task_id, r.toolchain_id, r.mean_latency, r.num_samples, r.model, r.task_name,
+                            tr.trace_json, tr.digest, r.trials, r.source
+                     FROM records r JOIN traces tr ON tr.id = r.trace_id WHERE r.id = ?1",
+            )
+            .and_then(|mut s| {
+                s.query_row([record_id], |r| {
+                    Ok(StoredRecord {
+                        task_id: r.get(0)?,
+                        toolchain_id: r.get(1)?,
+                        mean_latency: r.get(2)?,
+                        num_samples: r.get(3)?,
+                        model: r.get(4)?,
+                        task_name: r.get(5)?,
+                        trace_json: r.get(6)?,
+                        digest: r.get(7)?,
+                        trials: r.get(8)?,
+                        origin: r.get(9)?,
+                    })
+                })
+            })
+            .at(self.path)
+    }
+
+    /// The keys of a task row; a key that does not parse (a cache from an older key
+    /// encoding) is unknown.
+    fn source_keys(&self, task_id: i64) -> Result<SourceKeys> {
+        self.conn
+            .prepare_cached("SELECT exact_key, tvm_hash FROM tasks WHERE id = ?1")
+            .and_then(|mut s| {
+                s.query_row([task_id], |r| {
+                    let exact: Option<String> = r.get(0)?;
+                    let hash: Option<String> = r.get(1)?;
+                    Ok(SourceKeys {
+                        exact_key: exact.and_then(|k| k.parse().ok()),
+                        tvm_hash: hash.and_then(|h| h.parse().ok()),
+                    })
+                })
+            })
+            .at(self.path)
+    }
+
+    fn toolchain(&self, toolchain_id: i64) -> Result<Toolchain> {
+        self.conn
+            .prepare_cached(
+                "SELECT tvm_version, tvm_ffi_version, llvm_version FROM toolchains WHERE id = ?1",
+            )
+            .and_then(|mut s| s.query_row([toolchain_id], |r| toolchain_columns(r, 0)))
+            .at(self.path)
+    }
+}
+
 impl Cache {
     /// The candidates for a task: exact hits, then structural neighbours, then family hits
     /// (see the module docs for the ranking). At most `limit`.
@@ -276,284 +711,25 @@ impl Cache {
         Ok(row.at(path)?.flatten().filter(|j| !j.is_empty()))
     }
 
-    /// The candidates for a full query (TVM hash tier, across toolchains).
+    /// The candidates for a full query (TVM hash tier, across toolchains): the tiers in
+    /// order until `limit` traces are found, then the records of the first `limit` read.
     pub fn lookup(&self, q: &Query) -> Result<Vec<Candidate>> {
-        let path = &self.path;
         if q.limit == 0 {
             return Ok(Vec::new());
         }
         // One read transaction: a consistent snapshot while other processes write.
-        let tx = self.conn.unchecked_transaction().at(path)?;
-        let toolchain_id = toolchain_id(&tx, path, q.toolchain)?;
-        if toolchain_id.is_none() && !q.any_toolchain {
-            return Ok(Vec::new());
-        }
-        let Some(target_id) = resolve_target(&tx, path, q.target, toolchain_id)? else {
+        let tx = self.conn.unchecked_transaction().at(&self.path)?;
+        let Some(lookup) = Lookup::resolve(&tx, &self.path, &self.config.ranking, q)? else {
             return Ok(Vec::new());
         };
-        let toolchain_filter = if q.any_toolchain { None } else { toolchain_id };
-
-        let rows_of = |task_id: i64| -> Result<Vec<Row>> {
-            let map = |r: &rusqlite::Row| {
-                Ok(Row {
-                    record_id: r.get(0)?,
-                    trace_id: r.get(1)?,
-                    mean: r.get(2)?,
-                })
-            };
-            match toolchain_filter {
-                Some(tc) => tx
-                    .prepare_cached(
-                        "SELECT id, trace_id, mean_latency FROM records
-                         WHERE task_id = ?1 AND target_id = ?2 AND toolchain_id = ?3 ORDER BY mean_latency, trace_id",
-                    )
-                    .and_then(|mut s| s.query_map(params![task_id, target_id, tc], map)?.collect())
-                    .at(path),
-                None => tx
-                    .prepare_cached(
-                        "SELECT id, trace_id, mean_latency FROM records
-                         WHERE task_id = ?1 AND target_id = ?2 ORDER BY mean_latency, trace_id",
-                    )
-                    .and_then(|mut s| s.query_map(params![task_id, target_id], map)?.collect())
-                    .at(path),
-            }
-        };
-
-        let mut hits: Vec<Hit> = Vec::new();
-        let mut seen: IdSet<i64> = IdSet::default();
-        let exact_key = q.keys.exact.to_string();
-        let exact_id: Option<i64> = tx
-            .prepare_cached("SELECT id FROM tasks WHERE exact_key = ?1")
-            .and_then(|mut s| s.query_row([&exact_key], |r| r.get(0)).optional())
-            .at(path)?;
-
-        // Tier 1 and 2: the same workload; fastest first.
-        let mut same_workload = |tier: Tier, rows: Vec<Row>, hits: &mut Vec<Hit>| {
-            let n = rows.len();
-            for (i, row) in rows.into_iter().enumerate() {
-                if seen.insert(row.trace_id) {
-                    let rank_bias = if n > 1 {
-                        i as f64 / (n - 1) as f64
-                    } else {
-                        0.0
-                    };
-                    hits.push(Hit {
-                        tier,
-                        record_id: row.record_id,
-                        distance: 0.0,
-                        rank_bias,
-                        score: row.mean,
-                    });
-                }
-            }
-        };
-        if let Some(id) = exact_id {
-            same_workload(Tier::Exact, rows_of(id)?, &mut hits);
-        }
-        if let (Some(hash), true) = (q.tvm_hash, hits.len() < q.limit) {
-            let ids: Vec<i64> = tx
-                .prepare_cached("SELECT id FROM tasks WHERE tvm_hash = ?1 AND id IS NOT ?2")
-                .and_then(|mut s| {
-                    s.query_map(params![hash.to_string(), exact_id], |r| r.get(0))?
-                        .collect()
-                })
-                .at(path)?;
-            let mut rows = Vec::new();
-            for id in ids {
-                rows.extend(rows_of(id)?);
-            }
-            rows.sort_by(|a, b| {
-                a.mean
-                    .total_cmp(&b.mean)
-                    .then(a.record_id.cmp(&b.record_id))
-            });
-            same_workload(Tier::TvmHash, rows, &mut hits);
-        }
-
-        // Tiers 3 and 4: neighbours, ranked by distance and averaged rank.
-        for tier in [Tier::Structural, Tier::Family] {
-            if hits.len() >= q.limit {
+        let mut found = Found::default();
+        for tier in TIER_ORDER {
+            if found.hits.len() >= q.limit {
                 break;
             }
-            let (group_key, exclude_key) = match tier {
-                Tier::Structural => (q.keys.structural.to_string(), exact_key.clone()),
-                _ => (q.keys.family.to_string(), q.keys.structural.to_string()),
-            };
-            let max_scanned = self.config.ranking.max_scanned;
-            let map = |r: &rusqlite::Row| Ok((r.get(0)?, r.get(1)?));
-            let scanned: Vec<(i64, String)> = tx
-                .prepare_cached(neighbour_sql(tier, toolchain_filter.is_some()))
-                .and_then(|mut s| match toolchain_filter {
-                    Some(tc) => s
-                        .query_map(params![group_key, exclude_key, target_id, tc], map)?
-                        .take(max_scanned)
-                        .collect(),
-                    None => s
-                        .query_map(params![group_key, exclude_key, target_id], map)?
-                        .take(max_scanned)
-                        .collect(),
-                })
-                .at(path)?;
-            let mut neighbours: Vec<(f64, i64)> = scanned
-                .into_iter()
-                .map(|(id, fj)| {
-                    let d = match features_from_json(&fj) {
-                        Some(f) => match tier {
-                            Tier::Structural => q
-                                .features
-                                .distance(&f)
-                                .unwrap_or_else(|| size_distance(q.features, &f)),
-                            _ => size_distance(q.features, &f),
-                        },
-                        None => f64::INFINITY,
-                    };
-                    (d, id)
-                })
-                .collect();
-            neighbours.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-            neighbours.truncate(self.config.ranking.max_neighbours);
-
-            // Per trace: (nearest distance, its record there, sum of normalised ranks, tasks).
-            let mut per_trace: IdMap<i64, (f64, i64, f64, f64, u32)> = IdMap::default();
-            for (d, task_id) in neighbours {
-                let rows = rows_of(task_id)?;
-                let n = rows.len();
-                let mut ranked_here: IdSet<i64> = IdSet::default();
-                for (i, row) in rows.into_iter().enumerate() {
-                    // Across toolchains a trace may appear twice in one task: rank it once.
-                    if toolchain_filter.is_none() && !ranked_here.insert(row.trace_id) {
-                        continue;
-                    }
-                    let rho = if n > 1 {
-                        i as f64 / (n - 1) as f64
-                    } else {
-                        0.0
-                    };
-                    let e = per_trace.entry(row.trace_id).or_insert((
-                        d,
-                        row.record_id,
-                        0.0,
-                        row.mean,
-                        0,
-                    ));
-                    if d < e.0 {
-                        e.0 = d;
-                        e.1 = row.record_id;
-                        e.3 = row.mean;
-                    }
-                    e.2 += rho;
-                    e.4 += 1;
-                }
-            }
-            let lambda = self.config.ranking.rank_weight;
-            let mut ranked: Vec<(f64, f64, i64, Hit)> = per_trace
-                .into_iter()
-                .filter(|(trace_id, _)| !seen.contains(trace_id))
-                .map(|(trace_id, (d, record_id, rho_sum, mean, count))| {
-                    let rank_bias = rho_sum / count as f64;
-                    let score = d + lambda * rank_bias;
-                    (
-                        mean,
-                        score,
-                        trace_id,
-                        Hit {
-                            tier,
-                            record_id,
-                            distance: d,
-                            rank_bias,
-                            score,
-                        },
-                    )
-                })
-                .collect();
-            ranked.sort_by(|a, b| {
-                a.1.total_cmp(&b.1)
-                    .then(a.0.total_cmp(&b.0))
-                    .then(a.2.cmp(&b.2))
-            });
-            for (_, _, trace_id, hit) in ranked {
-                seen.insert(trace_id);
-                hits.push(hit);
-            }
+            found.add(lookup.tier(tier)?);
         }
-
-        hits.truncate(q.limit);
-        // Source tasks and toolchains repeat across candidates: read each once.
-        let mut sources: IdMap<i64, (Option<TaskKey>, Option<u64>)> = IdMap::default();
-        let mut toolchains: IdMap<i64, Toolchain> = IdMap::default();
-        let mut out = Vec::with_capacity(hits.len());
-        for hit in hits {
-            let (task_id, toolchain_id, mean, n, model, task_name, trace_json, digest, trials, origin) = tx
-                .prepare_cached(
-                    "SELECT r.task_id, r.toolchain_id, r.mean_latency, r.num_samples, r.model, r.task_name,
-                            tr.trace_json, tr.digest, r.trials, r.source
-                     FROM records r JOIN traces tr ON tr.id = r.trace_id WHERE r.id = ?1",
-                )
-                .and_then(|mut s| {
-                    s.query_row([hit.record_id], |r| {
-                        Ok((
-                            r.get::<_, i64>(0)?,
-                            r.get::<_, i64>(1)?,
-                            r.get::<_, f64>(2)?,
-                            r.get::<_, i64>(3)?,
-                            r.get::<_, Option<String>>(4)?,
-                            r.get::<_, Option<String>>(5)?,
-                            r.get::<_, String>(6)?,
-                            r.get::<_, Vec<u8>>(7)?,
-                            r.get::<_, Option<i64>>(8)?,
-                            r.get::<_, String>(9)?,
-                        ))
-                    })
-                })
-                .at(path)?;
-            if let Entry::Vacant(slot) = sources.entry(task_id) {
-                let source = tx
-                    .prepare_cached("SELECT exact_key, tvm_hash FROM tasks WHERE id = ?1")
-                    .and_then(|mut s| {
-                        s.query_row([task_id], |r| {
-                            let exact: Option<String> = r.get(0)?;
-                            let hash: Option<String> = r.get(1)?;
-                            Ok((
-                                exact.and_then(|k| k.parse().ok()),
-                                hash.and_then(|h| h.parse().ok()),
-                            ))
-                        })
-                    })
-                    .at(path)?;
-                slot.insert(source);
-            }
-            if let Entry::Vacant(slot) = toolchains.entry(toolchain_id) {
-                let toolchain = tx
-                    .prepare_cached(
-                        "SELECT tvm_version, tvm_ffi_version, llvm_version FROM toolchains WHERE id = ?1",
-                    )
-                    .and_then(|mut s| {
-                        s.query_row([toolchain_id], |r| toolchain_columns(r, 0))
-                    })
-                    .at(path)?;
-                slot.insert(toolchain);
-            }
-            let (exact_key, tvm_hash) = sources[&task_id];
-            let digest = trace_digest(&digest).unwrap_or(TraceDigest([0; 32]));
-            out.push(Candidate {
-                tier: hit.tier,
-                trace: Trace::from_stored(trace_json, digest),
-                mean_latency: mean,
-                num_samples: n as usize,
-                trials: trials.and_then(|t| u32::try_from(t).ok()),
-                distance: hit.distance,
-                rank_bias: hit.rank_bias,
-                score: hit.score,
-                source: SourceTask {
-                    exact_key,
-                    tvm_hash,
-                    model,
-                    task_name,
-                },
-                toolchain: toolchains[&toolchain_id].clone(),
-                origin,
-            });
-        }
-        Ok(out)
+        found.hits.truncate(q.limit);
+        lookup.candidates(found.hits)
     }
 }
