@@ -38,7 +38,7 @@ use crate::rows;
 use crate::store::{Cache, Group, PutSummary, Writer};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
-use rusqlite::params;
+use rusqlite::{params, Connection};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -449,61 +449,103 @@ fn write_atomically(
     std::fs::rename(&tmp, &dest).map_err(|e| CacheError::io(&dest, e))
 }
 
+/// Which records an export writes: those measured under one toolchain, on one target or all.
+#[derive(Clone, Copy)]
+struct ExportScope {
+    /// -1 when the cache does not know the toolchain (nothing matches).
+    toolchain_id: i64,
+    /// `None` for every target; -1 when the cache does not know the target.
+    target_id: Option<i64>,
+}
+
+/// A workload to write: its TVM hash and the lowest task id that has it.
+struct ExportedWorkload {
+    tvm_hash: String,
+    task_id: i64,
+}
+
 /// Exports records to a MetaSchedule database in `dir` (created if needed; its two files are
 /// replaced).
 pub fn export(cache: &Cache, dir: &Path, opts: &ExportOptions) -> Result<ExportSummary> {
     let path = &cache.path;
-    let conn = &cache.conn;
-    let mut summary = ExportSummary {
-        dir: dir.to_path_buf(),
-        ..ExportSummary::default()
-    };
     std::fs::create_dir_all(dir).map_err(|e| CacheError::io(dir, e))?;
-    let tx = conn.unchecked_transaction().at(path)?;
+    let tx = cache.conn.unchecked_transaction().at(path)?;
     let toolchain_id = rows::toolchain_id(&tx, path, &opts.toolchain)?;
     let target_id: Option<i64> = match &opts.target {
         Some(t) => rows::resolve_target(&tx, path, t, toolchain_id)?.or(Some(-1)),
         None => None,
     };
-    let toolchain_id = toolchain_id.unwrap_or(-1);
+    let scope = ExportScope {
+        toolchain_id: toolchain_id.unwrap_or(-1),
+        target_id,
+    };
+    let workloads = exported_workloads(&tx, path, scope)?;
+    write_workloads(&tx, path, dir, &workloads)?;
+    let records = write_records(&tx, path, dir, scope, &workloads)?;
+    let without_workload = tx
+        .query_row(
+            "SELECT count(*) FROM records r JOIN tasks t ON t.id = r.task_id
+             WHERE t.workload_json IS NULL AND r.toolchain_id = ?1 AND (?2 IS NULL OR r.target_id = ?2)",
+            params![scope.toolchain_id, scope.target_id],
+            |r| r.get::<_, i64>(0),
+        )
+        .at(path)? as usize;
+    Ok(ExportSummary {
+        dir: dir.to_path_buf(),
+        workloads: workloads.len(),
+        records,
+        without_workload,
+    })
+}
 
-    // One workload per TVM hash, in hash order, from the lowest task id that has it.
-    let mut workload_rows: Vec<(String, i64)> = Vec::new();
-    {
-        let mut stmt = tx
-            .prepare(
-                "SELECT t.tvm_hash, min(t.id) FROM tasks t
-                 WHERE t.workload_json IS NOT NULL AND EXISTS (SELECT 1 FROM records r WHERE r.task_id = t.id
-                   AND r.toolchain_id = ?1 AND (?2 IS NULL OR r.target_id = ?2))
-                 GROUP BY t.tvm_hash ORDER BY t.tvm_hash",
-            )
-            .at(path)?;
-        let rows = stmt
-            .query_map(params![toolchain_id, target_id], |r| {
-                Ok((r.get(0)?, r.get(1)?))
+/// One workload per TVM hash, in hash order, from the lowest task id that has it.
+fn exported_workloads(
+    conn: &Connection,
+    path: &Path,
+    scope: ExportScope,
+) -> Result<Vec<ExportedWorkload>> {
+    let mut stmt = conn
+        .prepare(
+            "SELECT t.tvm_hash, min(t.id) FROM tasks t
+             WHERE t.workload_json IS NOT NULL AND EXISTS (SELECT 1 FROM records r WHERE r.task_id = t.id
+               AND r.toolchain_id = ?1 AND (?2 IS NULL OR r.target_id = ?2))
+             GROUP BY t.tvm_hash ORDER BY t.tvm_hash",
+        )
+        .at(path)?;
+    let rows = stmt
+        .query_map(params![scope.toolchain_id, scope.target_id], |r| {
+            Ok(ExportedWorkload {
+                tvm_hash: r.get(0)?,
+                task_id: r.get(1)?,
             })
-            .at(path)?;
-        for row in rows {
-            workload_rows.push(row.at(path)?);
-        }
+        })
+        .at(path)?;
+    let mut workloads = Vec::new();
+    for row in rows {
+        workloads.push(row.at(path)?);
     }
-    let index: HashMap<&str, usize> = workload_rows
-        .iter()
-        .enumerate()
-        .map(|(i, (h, _))| (h.as_str(), i))
-        .collect();
+    Ok(workloads)
+}
+
+/// Writes the workload file: line i is `workloads[i]`.
+fn write_workloads(
+    conn: &Connection,
+    path: &Path,
+    dir: &Path,
+    workloads: &[ExportedWorkload],
+) -> Result<()> {
     let mut workload_err = None;
     write_atomically(dir, WORKLOAD_FILE, |out| {
-        for (hash, task_id) in &workload_rows {
-            let json: rusqlite::Result<String> = tx.query_row(
+        for w in workloads {
+            let json: rusqlite::Result<String> = conn.query_row(
                 "SELECT workload_json FROM tasks WHERE id = ?1",
-                [task_id],
+                [w.task_id],
                 |r| r.get(0),
             );
             match json {
                 Ok(json) => {
                     let line = serde_json::to_string(&[
-                        hash.as_str(),
+                        w.tvm_hash.as_str(),
                         encode_workload_payload(&json).as_str(),
                     ])
                     .map_err(std::io::Error::other)?;
@@ -521,21 +563,35 @@ pub fn export(cache: &Cache, dir: &Path, opts: &ExportOptions) -> Result<ExportS
         workload_err
             .take()
             .map_or(e, |se| CacheError::sqlite(path, se))
-    })?;
-    summary.workloads = workload_rows.len();
+    })
+}
 
+/// Writes the record file, each record under the index of its workload's line; returns
+/// the number of records written.
+fn write_records(
+    conn: &Connection,
+    path: &Path,
+    dir: &Path,
+    scope: ExportScope,
+    workloads: &[ExportedWorkload],
+) -> Result<usize> {
+    let index: HashMap<&str, usize> = workloads
+        .iter()
+        .enumerate()
+        .map(|(i, w)| (w.tvm_hash.as_str(), i))
+        .collect();
     let mut record_err = None;
     let mut records = 0;
     write_atomically(dir, RECORD_FILE, |out| {
         let mut run = || -> rusqlite::Result<std::io::Result<()>> {
-            let mut stmt = tx.prepare(
+            let mut stmt = conn.prepare(
                 "SELECT t.tvm_hash, tr.digest, tr.trace_json, r.latencies_json, tg.canonical_json, r.args_info_json
                  FROM records r JOIN tasks t ON t.id = r.task_id JOIN traces tr ON tr.id = r.trace_id
                       JOIN targets tg ON tg.id = r.target_id
                  WHERE t.workload_json IS NOT NULL AND r.toolchain_id = ?1 AND (?2 IS NULL OR r.target_id = ?2)
                  ORDER BY t.tvm_hash, r.mean_latency, r.id",
             )?;
-            let mut rows = stmt.query(params![toolchain_id, target_id])?;
+            let mut rows = stmt.query(params![scope.toolchain_id, scope.target_id])?;
             let mut seen: HashSet<(usize, String, Vec<u8>)> = HashSet::new();
             while let Some(r) = rows.next()? {
                 let hash: String = r.get(0)?;
@@ -565,16 +621,7 @@ pub fn export(cache: &Cache, dir: &Path, opts: &ExportOptions) -> Result<ExportS
         }
     })
     .map_err(|e| record_err.take().map_or(e, |se| CacheError::sqlite(path, se)))?;
-    summary.records = records;
-    summary.without_workload = tx
-        .query_row(
-            "SELECT count(*) FROM records r JOIN tasks t ON t.id = r.task_id
-             WHERE t.workload_json IS NULL AND r.toolchain_id = ?1 AND (?2 IS NULL OR r.target_id = ?2)",
-            params![toolchain_id, target_id],
-            |r| r.get::<_, i64>(0),
-        )
-        .at(path)? as usize;
-    Ok(summary)
+    Ok(records)
 }
 
 #[cfg(test)]
