@@ -484,6 +484,56 @@ pub(crate) struct Group {
     pub toolchain_id: i64,
 }
 
+/// A record's columns as stored: the measurement encoded, the provenance with its defaults
+/// filled in (source `tune`, created now).
+struct RecordColumns<'r> {
+    mean_latency: f64,
+    latencies_json: String,
+    num_samples: i64,
+    args_info_json: Option<String>,
+    model: &'r Option<String>,
+    task_name: &'r Option<String>,
+    trials: Option<u32>,
+    source: &'r str,
+    created_at: i64,
+}
+
+impl<'r> RecordColumns<'r> {
+    /// Checks the samples and encodes `r`; `now` is the creation time when it has none.
+    fn of(r: &'r NewRecord, now: i64) -> Result<RecordColumns<'r>> {
+        let p = &r.provenance;
+        Ok(RecordColumns {
+            mean_latency: latency_mean(&r.latencies)?,
+            latencies_json: serde_json::to_string(&r.latencies)
+                .map_err(|e| CacheError::invalid("latencies", e.to_string()))?,
+            num_samples: r.latencies.len() as i64,
+            args_info_json: r.args_info.as_ref().map(canonical_json),
+            model: &p.model,
+            task_name: &p.task_name,
+            trials: p.trials,
+            source: if p.source.is_empty() {
+                "tune"
+            } else {
+                p.source.as_str()
+            },
+            created_at: p.created_at.unwrap_or(now),
+        })
+    }
+}
+
+/// The stored measurement of a trace in a group.
+struct StoredMeasurement {
+    record_id: i64,
+    mean_latency: f64,
+}
+
+/// How full a group is.
+struct GroupFill {
+    records: usize,
+    /// The slowest mean latency; `None` for an empty group.
+    worst: Option<f64>,
+}
+
 /// Write helpers inside one transaction (shared by `put` and MetaSchedule import).
 pub(crate) struct Writer<'a> {
     tx: &'a Transaction<'a>,
@@ -672,55 +722,18 @@ impl<'a> Writer<'a> {
         r: &NewRecord,
         summary: &mut PutSummary,
     ) -> Result<()> {
-        let mean = latency_mean(&r.latencies)?;
-        let path = self.path;
+        let columns = RecordColumns::of(r, self.now)?;
         let digest = r.trace.digest();
-        let latencies = serde_json::to_string(&r.latencies)
-            .map_err(|e| CacheError::invalid("latencies", e.to_string()))?;
-        let args_info = r.args_info.as_ref().map(canonical_json);
-        let p = &r.provenance;
-        let source = if p.source.is_empty() {
-            "tune"
-        } else {
-            p.source.as_str()
-        };
-        let created_at = p.created_at.unwrap_or(self.now);
-        let n = r.latencies.len() as i64;
-
         let trace_id: Option<i64> = self
             .tx
             .prepare_cached("SELECT id FROM traces WHERE digest = ?1")
             .and_then(|mut s| s.query_row([&digest.0[..]], |r| r.get(0)).optional())
-            .at(path)?;
+            .at(self.path)?;
         if let Some(trace_id) = trace_id {
-            let existing: Option<(i64, f64)> = self
-                .tx
-                .prepare_cached(
-                    "SELECT id, mean_latency FROM records
-                     WHERE task_id = ?1 AND target_id = ?2 AND toolchain_id = ?3 AND trace_id = ?4",
-                )
-                .and_then(|mut s| {
-                    s.query_row(
-                        params![g.task_id, g.target_id, g.toolchain_id, trace_id],
-                        |r| Ok((r.get(0)?, r.get(1)?)),
-                    )
-                    .optional()
-                })
-                .at(path)?;
-            if let Some((id, old_mean)) = existing {
+            if let Some(existing) = self.stored_measurement(g, trace_id)? {
                 // The same trace measured again: the record keeps its best measurement.
-                if mean < old_mean {
-                    self.tx
-                        .prepare_cached(
-                            "UPDATE records SET latencies_json = ?2, mean_latency = ?3, num_samples = ?4,
-                               args_info_json = coalesce(?5, args_info_json), model = ?6, task_name = ?7,
-                               trials = ?8, source = ?9, created_at = ?10
-                             WHERE id = ?1",
-                        )
-                        .and_then(|mut s| {
-                            s.execute(params![id, latencies, mean, n, args_info, p.model, p.task_name, p.trials, source, created_at])
-                        })
-                        .at(path)?;
+                if columns.mean_latency < existing.mean_latency {
+                    self.remeasure(existing.record_id, &columns)?;
                     summary.improved += 1;
                 } else {
                     summary.duplicates += 1;
@@ -729,14 +742,9 @@ impl<'a> Writer<'a> {
             }
         }
         // A full group keeps a newcomer only if it beats the current worst.
-        let (count, worst): (i64, Option<f64>) = self
-            .tx
-            .prepare_cached(
-                "SELECT count(*), max(mean_latency) FROM records WHERE task_id = ?1 AND target_id = ?2 AND toolchain_id = ?3",
-            )
-            .and_then(|mut s| s.query_row(params![g.task_id, g.target_id, g.toolchain_id], |r| Ok((r.get(0)?, r.get(1)?))))
-            .at(path)?;
-        if count as usize >= self.best_k && worst.is_some_and(|w| mean >= w) {
+        let fill = self.group_fill(g)?;
+        let full = fill.records >= self.best_k;
+        if full && fill.worst.is_some_and(|w| columns.mean_latency >= w) {
             summary.pruned += 1;
             return Ok(());
         }
@@ -748,8 +756,83 @@ impl<'a> Writer<'a> {
                     "INSERT INTO traces(digest, trace_json) VALUES (?1, ?2) RETURNING id",
                 )
                 .and_then(|mut s| s.query_row(params![&digest.0[..], r.trace.json()], |r| r.get(0)))
-                .at(path)?,
+                .at(self.path)?,
         };
+        self.insert_record(g, trace_id, &columns)?;
+        summary.inserted += 1;
+        if full {
+            summary.pruned += self.prune_group(g)?;
+        }
+        Ok(())
+    }
+
+    /// The record of trace `trace_id` in `g`, if the group has one.
+    fn stored_measurement(&self, g: Group, trace_id: i64) -> Result<Option<StoredMeasurement>> {
+        self.tx
+            .prepare_cached(
+                "SELECT id, mean_latency FROM records
+                     WHERE task_id = ?1 AND target_id = ?2 AND toolchain_id = ?3 AND trace_id = ?4",
+            )
+            .and_then(|mut s| {
+                s.query_row(
+                    params![g.task_id, g.target_id, g.toolchain_id, trace_id],
+                    |r| {
+                        Ok(StoredMeasurement {
+                            record_id: r.get(0)?,
+                            mean_latency: r.get(1)?,
+                        })
+                    },
+                )
+                .optional()
+            })
+            .at(self.path)
+    }
+
+    /// Replaces the measurement and provenance of record `id` (args_info only when given).
+    fn remeasure(&self, id: i64, c: &RecordColumns) -> Result<()> {
+        self.tx
+            .prepare_cached(
+                "UPDATE records SET latencies_json = ?2, mean_latency = ?3, num_samples = ?4,
+                               args_info_json = coalesce(?5, args_info_json), model = ?6, task_name = ?7,
+                               trials = ?8, source = ?9, created_at = ?10
+                             WHERE id = ?1",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    id,
+                    c.latencies_json,
+                    c.mean_latency,
+                    c.num_samples,
+                    c.args_info_json,
+                    c.model,
+                    c.task_name,
+                    c.trials,
+                    c.source,
+                    c.created_at
+                ])
+            })
+            .at(self.path)?;
+        Ok(())
+    }
+
+    /// How many records `g` holds and the slowest mean latency among them.
+    fn group_fill(&self, g: Group) -> Result<GroupFill> {
+        self.tx
+            .prepare_cached(
+                "SELECT count(*), max(mean_latency) FROM records WHERE task_id = ?1 AND target_id = ?2 AND toolchain_id = ?3",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![g.task_id, g.target_id, g.toolchain_id], |r| {
+                    Ok(GroupFill {
+                        records: r.get::<_, i64>(0)? as usize,
+                        worst: r.get(1)?,
+                    })
+                })
+            })
+            .at(self.path)
+    }
+
+    fn insert_record(&self, g: Group, trace_id: i64, c: &RecordColumns) -> Result<()> {
         self.tx
             .prepare_cached(
                 "INSERT INTO records(task_id, target_id, toolchain_id, trace_id, args_info_json, latencies_json,
@@ -762,22 +845,18 @@ impl<'a> Writer<'a> {
                     g.target_id,
                     g.toolchain_id,
                     trace_id,
-                    args_info,
-                    latencies,
-                    mean,
-                    n,
-                    p.model,
-                    p.task_name,
-                    p.trials,
-                    source,
-                    created_at
+                    c.args_info_json,
+                    c.latencies_json,
+                    c.mean_latency,
+                    c.num_samples,
+                    c.model,
+                    c.task_name,
+                    c.trials,
+                    c.source,
+                    c.created_at
                 ])
             })
-            .at(path)?;
-        summary.inserted += 1;
-        if count as usize >= self.best_k {
-            summary.pruned += self.prune_group(g)?;
-        }
+            .at(self.path)?;
         Ok(())
     }
 
