@@ -521,6 +521,16 @@ impl<'r> RecordColumns<'r> {
     }
 }
 
+/// A record read back to be stored again under another target (see `move_records`).
+struct MovingRecord {
+    task_id: i64,
+    digest: Vec<u8>,
+    trace_json: String,
+    latencies_json: String,
+    args_info_json: Option<String>,
+    provenance: Provenance,
+}
+
 /// The stored measurement of a trace in a group.
 struct StoredMeasurement {
     record_id: i64,
@@ -587,8 +597,7 @@ impl<'a> Writer<'a> {
     /// group keeps its best k). Returns how many records were moved.
     fn move_records(&mut self, from: i64, to: i64, toolchain_id: i64) -> Result<usize> {
         let path = self.path;
-        type Moving = (i64, Vec<u8>, String, String, Option<String>, Provenance);
-        let rows: Vec<Moving> = self
+        let rows: Vec<MovingRecord> = self
             .tx
             .prepare(
                 "SELECT r.task_id, tr.digest, tr.trace_json, r.latencies_json, r.args_info_json,
@@ -598,13 +607,13 @@ impl<'a> Writer<'a> {
             )
             .and_then(|mut s| {
                 s.query_map(params![from, toolchain_id], |r| {
-                    Ok((
-                        r.get(0)?,
-                        r.get(1)?,
-                        r.get(2)?,
-                        r.get(3)?,
-                        r.get(4)?,
-                        Provenance {
+                    Ok(MovingRecord {
+                        task_id: r.get(0)?,
+                        digest: r.get(1)?,
+                        trace_json: r.get(2)?,
+                        latencies_json: r.get(3)?,
+                        args_info_json: r.get(4)?,
+                        provenance: Provenance {
                             model: r.get(5)?,
                             task_name: r.get(6)?,
                             trials: r
@@ -613,7 +622,7 @@ impl<'a> Writer<'a> {
                             source: r.get(8)?,
                             created_at: Some(r.get(9)?),
                         },
-                    ))
+                    })
                 })?
                 .collect()
             })
@@ -629,16 +638,16 @@ impl<'a> Writer<'a> {
             )
             .at(path)?;
         let mut summary = PutSummary::default();
-        for (task_id, digest, trace_json, latencies, args_info, provenance) in rows {
+        for row in rows {
             let corrupt = |what: &str| CacheError::Corrupt {
                 path: path.to_path_buf(),
                 detail: format!("a record of target {from} has {what}"),
             };
-            let digest = trace_digest(&digest)
+            let digest = trace_digest(&row.digest)
                 .ok_or_else(|| corrupt("a trace digest that is not 32 bytes"))?;
-            let latencies: Vec<f64> = serde_json::from_str(&latencies)
+            let latencies: Vec<f64> = serde_json::from_str(&row.latencies_json)
                 .map_err(|_| corrupt("latencies that are not a JSON list of numbers"))?;
-            let args_info = match args_info {
+            let args_info = match row.args_info_json {
                 Some(text) => Some(
                     serde_json::from_str(&text)
                         .map_err(|_| corrupt("args_info that is not JSON"))?,
@@ -646,14 +655,14 @@ impl<'a> Writer<'a> {
                 None => None,
             };
             let record = NewRecord {
-                trace: Trace::from_stored(trace_json, digest),
+                trace: Trace::from_stored(row.trace_json, digest),
                 latencies,
                 args_info,
-                provenance,
+                provenance: row.provenance,
             };
             self.record(
                 Group {
-                    task_id,
+                    task_id: row.task_id,
                     target_id: to,
                     toolchain_id,
                 },
