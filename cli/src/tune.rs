@@ -551,7 +551,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
             bail!(
                 "{}: the tuned model's outputs differ from an untuned build's ({})",
                 args.model,
-                m["mismatch"]
+                m["mismatch"].as_str().unwrap_or("no mismatch given")
             );
         }
     }
@@ -624,11 +624,15 @@ fn summary_table(
         hits.join(", ")
     ));
     if let Some(m) = measured {
+        let num = |v: &Value| v.as_f64().map_or("-".to_string(), |x| format!("{x:.1e}"));
         out.push_str(&format!(
-            "end-to-end latency: {:.3} ms (median of {}); outputs match untuned build: {}\n",
+            "end-to-end latency: {:.3} ms (median of {}); outputs match untuned build: {} \
+             (max error {} of the output's scale, allowed {})\n",
             m["latency_ms"]["median"].as_f64().unwrap_or(f64::NAN),
             m["latency_ms"]["repeat"],
-            m["outputs_match"]
+            m["outputs_match"],
+            num(&m["max_rel_err"]),
+            num(&m["tolerance"]["atol_rel"]),
         ));
     }
     out
