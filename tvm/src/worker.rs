@@ -13,7 +13,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::Duration;
 
 /// The protocol version this client speaks.
-pub const PROTOCOL: u64 = 1;
+pub const PROTOCOL: u64 = 2;
 
 /// A failure of the bridge: the worker's own error response, or a failure to run it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -17,7 +17,7 @@ from worker_client import WorkerProcess, shared_worker  # noqa: E402
 class TestProtocol(unittest.TestCase):
     def test_hello(self):
         r = shared_worker().call("hello")
-        self.assertEqual(r["protocol"], 1)
+        self.assertEqual(r["protocol"], 2)
         self.assertTrue(r["tvm"].startswith("0.27"), r["tvm"])
         self.assertTrue(r["tvm_ffi"])
         self.assertIn("llvm", r["targets"])
@@ -72,16 +72,57 @@ class TestProtocol(unittest.TestCase):
         r = w.send_raw("this is not json")
         self.assertEqual(r["error"]["kind"], "protocol")
         self.assertIsNone(r["id"])
-        r = w.send_raw(json.dumps({"v": 2, "id": 7, "method": "hello"}))
+        r = w.send_raw(json.dumps({"v": 1, "id": 7, "method": "hello"}))
         self.assertEqual((r["id"], r["error"]["kind"]), (7, "version"))
-        r = w.send_raw(json.dumps({"v": 1, "id": 8, "method": "frobnicate"}))
+        r = w.send_raw(json.dumps({"v": 2, "id": 8, "method": "frobnicate"}))
         self.assertEqual(r["error"]["kind"], "unknown_method")
         r = w.request("lower", {"target": LLVM})
         self.assertEqual(r["error"]["kind"], "bad_params")
         r = w.request("lower", {"task": conv_task("c"), "target": "llvm"})
         self.assertEqual(r["error"]["kind"], "bad_params")
         self.assertEqual(r["error"]["task"], "c")
-        self.assertEqual(w.call("hello")["protocol"], 1)
+        self.assertEqual(w.call("hello")["protocol"], 2)
+
+    def test_unknown_and_missing_params_fields_are_named(self):
+        w = shared_worker()
+        bad = [
+            ("hello", {"verbose": True}, "hello: unknown params field 'verbose'"),
+            ("target", {}, "target: missing params field 'target'"),
+            ("target", {"target": LLVM, "tagret": LLVM}, "target: unknown params field 'tagret'"),
+            ("lower", {"task": conv_task("c")}, "lower: missing params field 'target'"),
+            ("lower", {"task": conv_task("c"), "target": LLVM, "trget": 1},
+             "lower: unknown params field 'trget'"),
+            ("replay", {"task": conv_task("c"), "target": LLVM}, "replay: missing params field 'traces'"),
+            ("sample", {"task": conv_task("c"), "target": LLVM, "cnt": 2},
+             "sample: unknown params field 'cnt'"),
+            ("build_and_measure", {"module": {}, "target": LLVM},
+             "build_and_measure: missing params field 'records'"),
+            ("build_and_measure", {"module": {}, "records": {}, "target": LLVM, "repeats": 3},
+             "build_and_measure: unknown params field 'repeats'"),
+            ("shutdown", {"now": 1}, "shutdown: unknown params field 'now'"),
+        ]
+        tune = {"task": conv_task("c"), "target": LLVM, "work_dir": "/nonexistent/never-made",
+                "seeds": [], "max_trials": 8, "trials_per_round": 8, "patience_rounds": 1,
+                "exact_tolerance": 0.05}
+        for k in ("work_dir", "seeds", "max_trials", "trials_per_round", "patience_rounds",
+                  "exact_tolerance"):
+            params = {f: v for f, v in tune.items() if f != k}
+            bad.append(("tune", params, f"tune: missing params field {k!r}"))
+        bad.append(("tune", {**tune, "max_trial": 8}, "tune: unknown params field 'max_trial'"))
+        for method, params, message in bad:
+            r = w.request(method, params)
+            self.assertEqual(r["error"]["kind"], "bad_params", (method, params, r))
+            self.assertEqual(r["error"]["message"], message, (method, params))
+        # the task is named when params carry one; the worker goes on (shutdown did not exit)
+        r = w.request("lower", {"task": conv_task("c"), "target": LLVM, "x": 1})
+        self.assertEqual(r["error"]["task"], "c")
+        # a seed object's fields are checked too
+        r = w.request("tune", {**tune, "seeds": [{"trace": [[], []], "source": "x"}]})
+        self.assertEqual(r["error"]["kind"], "bad_params", r)
+        self.assertEqual(r["error"]["message"], "seeds[0]: unknown field 'source'")
+        # optional fields stay optional: count and seed of sample have documented defaults
+        self.assertIn("traces", w.call("sample", {"task": conv_task("c"), "target": LLVM, "count": 1}))
+        self.assertEqual(w.call("hello")["protocol"], 2)
 
     def test_unknown_op_names_the_task(self):
         w = shared_worker()
@@ -93,8 +134,10 @@ class TestProtocol(unittest.TestCase):
         self.assertIn("nn.frobnicate", r["error"]["message"])
         self.assertNotIn("\n", r["error"]["message"])
         # the same request through tune and replay, and then the worker still works
-        for m in ("replay", "tune"):
-            r = w.request(m, {"task": task, "target": LLVM, "work_dir": "/tmp/unused"})
+        tune = {"work_dir": "/tmp/unused", "seeds": [], "max_trials": 8, "trials_per_round": 8,
+                "patience_rounds": 1, "exact_tolerance": 0.05}
+        for m, extra in (("replay", {"traces": []}), ("tune", tune)):
+            r = w.request(m, {"task": task, "target": LLVM, **extra})
             self.assertEqual(r["error"]["kind"], "unsupported_op", r)
             self.assertEqual(r["error"]["task"], "fused_conv2d_frob")
         self.assertIn("structural_hash", w.call("lower", {"task": conv_task("c"), "target": LLVM}))
@@ -141,11 +184,11 @@ class TestProtocol(unittest.TestCase):
             r = w.request("build_and_measure", {"module": module, "records": d, "target": LLVM})
         self.assertEqual(r["error"]["kind"], "tvm", r)
         self.assertNotIn("\n", r["error"]["message"])
-        self.assertEqual(w.call("hello")["protocol"], 1)
+        self.assertEqual(w.call("hello")["protocol"], 2)
 
     def test_eof_exits_cleanly_and_shutdown(self):
         w = WorkerProcess()
-        self.assertEqual(w.call("hello")["protocol"], 1)
+        self.assertEqual(w.call("hello")["protocol"], 2)
         self.assertEqual(w.close(), 0)
         w = WorkerProcess()
         self.assertEqual(w.call("shutdown"), {})

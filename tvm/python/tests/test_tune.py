@@ -16,6 +16,12 @@ from worker_client import shared_worker  # noqa: E402
 # small and quick: a population of 64 (MetaSchedule's default 512 takes 30-50 s per batch
 # here), one genetic iteration, short timing runs
 FAST = {
+    # what the client always sends (required); the values are the worker's old defaults
+    "seeds": [],
+    "max_trials": 64,
+    "trials_per_round": 16,
+    "patience_rounds": 3,
+    "exact_tolerance": 0.05,
     "evolutionary": {"population_size": 64, "genetic_num_iters": 1, "init_min_unmeasured": 32},
     "runner": {"number": 3, "repeat": 1, "min_repeat_ms": 20},
 }

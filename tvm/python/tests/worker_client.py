@@ -8,6 +8,9 @@ import subprocess
 import sys
 import threading
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tgc_worker import PROTOCOL_VERSION  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PKG_ROOT = os.path.dirname(HERE)  # tvm/python
 
@@ -39,7 +42,7 @@ class WorkerProcess:
     def request(self, method: str, params: dict | None = None) -> dict:
         with self._lock:
             self._next += 1
-            req = {"v": 1, "id": self._next, "method": method, "params": params or {}}
+            req = {"v": PROTOCOL_VERSION, "id": self._next, "method": method, "params": params or {}}
             resp = self.send_raw(json.dumps(req))
             assert resp["id"] == self._next, resp
             return resp

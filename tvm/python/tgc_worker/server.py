@@ -25,6 +25,67 @@ METHODS = (
 )
 
 
+# Per method: the params it requires and the ones it takes optionally (PROTOCOL.md). Any other
+# field is bad_params naming it, and so is a missing required one; nothing is defaulted for a
+# field the client always sends.
+PARAMS = {
+    "hello": ((), ()),
+    "target": (("target",), ()),
+    "lower": (("task", "target"), ()),
+    "replay": (("task", "target", "traces"), ()),
+    "sample": (("task", "target"), ("count", "seed")),
+    "tune": (
+        (
+            "task",
+            "target",
+            "work_dir",
+            "seeds",
+            "max_trials",
+            "trials_per_round",
+            "patience_rounds",
+            "exact_tolerance",
+        ),
+        (
+            "cached_latency_s",
+            "top_k",
+            "seed",
+            "builder_timeout_s",
+            "runner_timeout_s",
+            "runner",
+            "evolutionary",
+            "cost_model",
+            "cost_model_file",
+            "cost_model_max_samples",
+        ),
+    ),
+    "build_and_measure": (
+        ("module", "records", "target"),
+        ("repeat", "number", "seed", "atol_rel", "rtol"),
+    ),
+    "shutdown": ((), ()),
+}
+
+# Why a field that once existed is gone, for its bad_params message.
+GONE = {
+    ("build_and_measure", "atol"): "atol is gone: the check takes atol_rel (of the output's scale) and rtol",
+}
+
+
+def check_params(method: str, params: dict) -> None:
+    """bad_params for the first unknown or missing field of `method`'s params."""
+    required, optional = PARAMS[method]
+    for k in params:
+        if k not in required and k not in optional:
+            hint = GONE.get((method, k))
+            raise WorkerError(
+                "bad_params",
+                f"{method}: unknown params field {k!r}" + (f" ({hint})" if hint else ""),
+            )
+    for k in required:
+        if k not in params:
+            raise WorkerError("bad_params", f"{method}: missing params field {k!r}")
+
+
 def _log(msg: str) -> None:
     print(f"tgc_worker: {msg}", file=sys.stderr, flush=True)
 
@@ -85,8 +146,6 @@ def m_hello(params: dict) -> dict:
 def m_target(params: dict) -> dict:
     from .tvmutil import canonical_target
 
-    if "target" not in params:
-        raise WorkerError("bad_params", "missing params.target")
     canonical, target = canonical_target(params["target"])
     return {"canonical": canonical, "kind": target.kind.name, "str": str(target)}
 
@@ -96,10 +155,8 @@ def _task_and_target(params: dict):
     from .task import parse_task
     from .tvmutil import parse_target
 
-    if "task" not in params:
-        raise WorkerError("bad_params", "missing params.task")
     task = parse_task(params["task"])
-    target = parse_target(params.get("target"), task.name)
+    target = parse_target(params["target"], task.name)
     return lower_task(task), target
 
 
@@ -141,7 +198,7 @@ def _traces(params: dict, key: str, task_name: str) -> list:
     from .replay import parse_trace_json
     from .task import parse_task
 
-    items = params.get(key, [])
+    items = params[key]
     if not isinstance(items, list):
         raise WorkerError("bad_params", f"params.{key} must be a list", task_name)
     out = []
@@ -154,6 +211,9 @@ def _traces(params: dict, key: str, task_name: str) -> list:
                 raise WorkerError(
                     "bad_params", f"{key}[{i}]: an object needs a 'trace'", task_name
                 )
+            for k in item:
+                if k not in ("trace", "source_task", "source_workload"):
+                    raise WorkerError("bad_params", f"{key}[{i}]: unknown field {k!r}", task_name)
             if item.get("source_task") is not None:
                 memo = ("task", json.dumps(item["source_task"], sort_keys=True))
                 if memo not in sources:
@@ -269,11 +329,16 @@ def handle_line(line: str) -> tuple[dict, bool]:
             params = {}
         if not isinstance(params, dict):
             raise WorkerError("protocol", "params must be an object")
+        if method not in PARAMS:
+            raise WorkerError("unknown_method", f"unknown method {method!r}")
+        try:
+            check_params(method, params)
+        except WorkerError as e:
+            e.task = _task_name_of(params)
+            raise
         if method == "shutdown":
             return {"v": PROTOCOL_VERSION, "id": req_id, "result": {}}, False
-        handler = HANDLERS.get(method)
-        if handler is None:
-            raise WorkerError("unknown_method", f"unknown method {method!r}")
+        handler = HANDLERS[method]
         t0 = time.time()
         try:
             result = handler(params)

@@ -230,12 +230,14 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
     """Run seeded MetaSchedule on one lowered task. `seeds`: [(trace_json, source_workload)]."""
     task = lt.task.name
     t0 = time.time()
-    max_trials = _int_param(params, "max_trials", 64, 1, None, task)
-    per_round = _int_param(params, "trials_per_round", 16, 1, None, task)
-    patience = _int_param(params, "patience_rounds", 3, 0, None, task)
+    max_trials = _int_param(params, "max_trials", None, 1, None, task)
+    per_round = _int_param(params, "trials_per_round", None, 1, None, task)
+    patience = _int_param(params, "patience_rounds", None, 0, None, task)
     top_k = _int_param(params, "top_k", 32, 1, None, task)
     seed = _int_param(params, "seed", 1, 1, 2**31 - 1, task)
-    tol = _float_param(params, "exact_tolerance", 0.05, task)
+    tol = _float_param(params, "exact_tolerance", None, task)
+    if tol is None:
+        raise WorkerError("bad_params", "exact_tolerance must be a non-negative number, got None", task)
     cached = _float_param(params, "cached_latency_s", None, task)
     builder_timeout = _float_param(params, "builder_timeout_s", 300.0, task)
     runner_timeout = _float_param(params, "runner_timeout_s", 60.0, task)
