@@ -2,14 +2,23 @@
 //!
 //! tgc owns every decision (partitioning, keys, cache, seeds); TVM is reached through a Python
 //! worker (`tvm/python/tgc_worker`, pinned TVM 0.27) that speaks a versioned JSON-lines
-//! protocol (`tvm/python/tgc_worker/PROTOCOL.md`). This crate turns tgc tasks and modules
+//! protocol (`tvm/python/tgc_worker/PROTOCOL.md`), typed in [`protocol`]. This crate turns tgc tasks and modules
 //! into the protocol's JSON ([`task_json`], [`module_json`]), writes the op schema the worker
 //! checks task JSON against ([`op_schema`]), and runs the worker ([`Worker`]), so a worker
 //! crash, a TVM error or a hang becomes one clear error naming the task instead of a stuck
 //! tuning job.
 
 mod json;
+pub mod protocol;
 mod worker;
 
 pub use json::{module_json, op_schema, task_json, OP_SCHEMA_PATH};
-pub use worker::{find_python, worker_dir, BridgeError, Versions, Worker, WorkerConfig};
+pub use protocol::{
+    Applied, BuildRecords, BuildRequest, BuildResult, CostModelKind, CostModelReport, HelloResult,
+    Latency, LowerRequest, LowerResult, RecordOrigin, ReplayMode, ReplayOutcome, ReplayRequest,
+    ReplayResult, SampleRequest, SampleResult, Seed, StopReason, TargetResult, Tolerance, Trials,
+    TuneRecord, TuneRequest, TuneResult, TuneRound, PROTOCOL,
+};
+pub use worker::{
+    decode_result, find_python, worker_dir, BridgeError, Timeouts, Versions, Worker, WorkerConfig,
+};

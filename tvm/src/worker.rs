@@ -4,6 +4,13 @@
 //! timeout; a worker that times out is killed; a worker that dies (EOF on its stdout) is
 //! reported with its exit status and the last lines of its log.
 
+use crate::protocol::{
+    BuildRequest, BuildResult, Empty, HelloResult, LowerRequest, LowerResult, NoParams,
+    ReplayRequest, ReplayResult, SampleRequest, SampleResult, TargetRequest, TargetResult,
+    TuneRequest, TuneResult, PROTOCOL,
+};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::{json, Value};
 use std::fmt;
 use std::io::{BufRead, BufReader, Write};
@@ -11,9 +18,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::Duration;
-
-/// The protocol version this client speaks.
-pub const PROTOCOL: u64 = 2;
 
 /// A failure of the bridge: the worker's own error response, or a failure to run it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -87,10 +91,55 @@ pub struct WorkerConfig {
     pub python: Option<PathBuf>,
     /// Where the worker's stderr (TVM's and MetaSchedule's logs) goes.
     pub log: PathBuf,
-    /// Longest wait for `hello`, `lower`, `replay` and `sample`.
-    pub quick_timeout: Duration,
-    /// Longest wait for `tune` and `build_and_measure`.
-    pub long_timeout: Duration,
+    /// Longest wait for each method's answer; a worker that does not answer in time is killed.
+    pub timeouts: Timeouts,
+}
+
+/// The longest wait for each method's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// `hello`, at start-up: the first import of TVM included.
+    pub hello: Duration,
+    pub target: Duration,
+    pub lower: Duration,
+    pub replay: Duration,
+    pub sample: Duration,
+    pub tune: Duration,
+    pub build_and_measure: Duration,
+    pub shutdown: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        let quick = Duration::from_secs(300);
+        let long = Duration::from_secs(6 * 3600);
+        Timeouts {
+            hello: quick,
+            target: quick,
+            lower: quick,
+            replay: quick,
+            sample: quick,
+            tune: long,
+            build_and_measure: long,
+            shutdown: quick,
+        }
+    }
+}
+
+impl Timeouts {
+    /// The timeout of a method by its protocol name (an unknown one gets `hello`'s).
+    pub fn of(&self, method: &str) -> Duration {
+        match method {
+            "target" => self.target,
+            "lower" => self.lower,
+            "replay" => self.replay,
+            "sample" => self.sample,
+            "tune" => self.tune,
+            "build_and_measure" => self.build_and_measure,
+            "shutdown" => self.shutdown,
+            _ => self.hello,
+        }
+    }
 }
 
 impl WorkerConfig {
@@ -98,8 +147,7 @@ impl WorkerConfig {
         WorkerConfig {
             python: None,
             log: log.into(),
-            quick_timeout: Duration::from_secs(300),
-            long_timeout: Duration::from_secs(6 * 3600),
+            timeouts: Timeouts::default(),
         }
     }
 }
@@ -115,42 +163,43 @@ pub struct Versions {
 }
 
 impl Versions {
-    fn from_hello(hello: &Value) -> Result<Versions, BridgeError> {
-        let text = |k: &str| {
-            hello[k]
-                .as_str()
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-                .ok_or_else(|| {
-                    worker_error(
-                        format!(
-                            "the worker's hello has no '{k}' version string: {}",
-                            hello[k]
-                        ),
-                        None,
-                    )
-                })
-        };
-        let llvm = match hello.get("llvm") {
-            Some(Value::Null) => None,
-            Some(Value::String(v)) if !v.is_empty() => Some(v.clone()),
-            _ => {
-                return Err(worker_error(
-                    format!(
-                        "the worker's hello does not report its LLVM version (got {}); is {} this tgc's worker?",
-                        hello.get("llvm").unwrap_or(&Value::Null),
-                        worker_dir().display()
-                    ),
+    fn from_hello(hello: &HelloResult) -> Result<Versions, BridgeError> {
+        let text = |k: &str, v: &str| {
+            if v.is_empty() {
+                Err(worker_error(
+                    format!("the worker's hello has an empty '{k}' version string"),
                     None,
                 ))
+            } else {
+                Ok(v.to_string())
             }
         };
+        if hello.llvm.as_deref() == Some("") {
+            return Err(worker_error(
+                "the worker's hello has an empty 'llvm' version string",
+                None,
+            ));
+        }
         Ok(Versions {
-            tvm: text("tvm")?,
-            tvm_ffi: text("tvm_ffi")?,
-            llvm,
+            tvm: text("tvm", &hello.tvm)?,
+            tvm_ffi: text("tvm_ffi", &hello.tvm_ffi)?,
+            llvm: hello.llvm.clone(),
         })
     }
+}
+
+/// Decodes a method's result: an error naming the method and the field (a missing or an
+/// unknown one, a wrong type, an unknown enum value) when it does not match the protocol.
+pub fn decode_result<T: DeserializeOwned>(
+    method: &str,
+    result: Value,
+    task: Option<&str>,
+) -> Result<T, BridgeError> {
+    serde_json::from_value(result).map_err(|e| BridgeError {
+        kind: "protocol".into(),
+        message: format!("the worker's '{method}' result does not match protocol {PROTOCOL}: {e}"),
+        task: task.map(str::to_string),
+    })
 }
 
 /// A running worker.
@@ -160,8 +209,8 @@ pub struct Worker {
     lines: Receiver<String>,
     next_id: u64,
     config: WorkerConfig,
-    /// The worker's `hello` answer.
-    pub hello: Value,
+    /// The worker's `hello` answer at start-up.
+    greeting: HelloResult,
     versions: Versions,
 }
 
@@ -219,26 +268,114 @@ impl Worker {
             lines,
             next_id: 0,
             config,
-            hello: Value::Null,
+            greeting: HelloResult {
+                protocol: PROTOCOL,
+                tvm: String::new(),
+                tvm_ffi: String::new(),
+                llvm: None,
+                targets: Vec::new(),
+                devices: Vec::new(),
+                methods: Vec::new(),
+                pid: 0,
+            },
             versions: Versions {
                 tvm: String::new(),
                 tvm_ffi: String::new(),
                 llvm: None,
             },
         };
-        let hello = w.call("hello", json!({}), None)?;
-        if hello["protocol"].as_u64() != Some(PROTOCOL) {
+        // The version first, from the raw answer: a worker of another protocol version
+        // answers with other fields (or a `version` error), and that is what to report.
+        let raw = match w.call("hello", json!({}), None) {
+            Err(e) if e.kind == "version" => {
+                return Err(worker_error(
+                    format!("{}; this tgc speaks protocol {PROTOCOL}", e.message),
+                    None,
+                ))
+            }
+            r => r?,
+        };
+        if raw["protocol"].as_u64() != Some(PROTOCOL) {
             return Err(worker_error(
                 format!(
-                    "worker speaks protocol {}, this tgc speaks {PROTOCOL}",
-                    hello["protocol"]
+                    "worker speaks protocol {}, this tgc speaks {PROTOCOL}; is {} this tgc's worker?",
+                    raw["protocol"],
+                    worker_dir().display()
                 ),
                 None,
             ));
         }
+        let hello: HelloResult = decode_result("hello", raw, None)?;
         w.versions = Versions::from_hello(&hello)?;
-        w.hello = hello;
+        w.greeting = hello;
         Ok(w)
+    }
+
+    /// The worker's `hello` answer at start-up.
+    pub fn greeting(&self) -> &HelloResult {
+        &self.greeting
+    }
+
+    /// Sends one typed request of `method` and decodes its result, waiting at most the
+    /// method's timeout.
+    fn request<P: Serialize, R: DeserializeOwned>(
+        &mut self,
+        method: &str,
+        params: &P,
+        task: Option<&str>,
+    ) -> Result<R, BridgeError> {
+        let params = serde_json::to_value(params).expect("protocol requests serialize");
+        let result = self.call(method, params, task)?;
+        decode_result(method, result, task)
+    }
+
+    /// `hello` again: the protocol version, the toolchain, targets and devices.
+    pub fn hello(&mut self) -> Result<HelloResult, BridgeError> {
+        self.request("hello", &NoParams {}, None)
+    }
+
+    /// `target`: TVM's canonical form of a target config, its kind and `str`.
+    pub fn target(&mut self, target: &Value) -> Result<TargetResult, BridgeError> {
+        self.request(
+            "target",
+            &TargetRequest {
+                target: target.clone(),
+            },
+            None,
+        )
+    }
+
+    /// `lower`: the task's MetaSchedule workload, its hash and TIR.
+    pub fn lower(&mut self, request: &LowerRequest) -> Result<LowerResult, BridgeError> {
+        let name = task_name(&request.task);
+        self.request("lower", request, name.as_deref())
+    }
+
+    /// `replay`: how each trace applies to the task, without measuring.
+    pub fn replay(&mut self, request: &ReplayRequest) -> Result<ReplayResult, BridgeError> {
+        let name = task_name(&request.task);
+        self.request("replay", request, name.as_deref())
+    }
+
+    /// `sample`: random schedules of the task's design space.
+    pub fn sample(&mut self, request: &SampleRequest) -> Result<SampleResult, BridgeError> {
+        let name = task_name(&request.task);
+        self.request("sample", request, name.as_deref())
+    }
+
+    /// `tune`: seeded MetaSchedule on one task.
+    pub fn tune(&mut self, request: &TuneRequest) -> Result<TuneResult, BridgeError> {
+        let name = task_name(&request.task);
+        self.request("tune", request, name.as_deref())
+    }
+
+    /// `build_and_measure`: the whole model built with the records and without, checked
+    /// against each other, the tuned one timed.
+    pub fn build_and_measure(
+        &mut self,
+        request: &BuildRequest,
+    ) -> Result<BuildResult, BridgeError> {
+        self.request("build_and_measure", request, None)
     }
 
     /// The TVM, tvm-ffi and LLVM versions the worker reported.
@@ -250,11 +387,14 @@ impl Worker {
     /// `Target.export()` of the target every method would build from it, keys sorted): two
     /// spellings of one target give equal JSON.
     pub fn canonical_target(&mut self, target: &Value) -> Result<Value, BridgeError> {
-        let r = self.call("target", json!({ "target": target }), None)?;
-        match r.get("canonical") {
-            Some(c) if c.get("kind").is_some_and(Value::is_string) => Ok(c.clone()),
+        let r = self.target(target)?;
+        match r.canonical.get("kind") {
+            Some(Value::String(_)) => Ok(r.canonical),
             _ => Err(worker_error(
-                format!("the worker's 'target' answer has no canonical config with a kind: {r}"),
+                format!(
+                    "the worker's 'target' answer has no canonical config with a kind: {}",
+                    r.canonical
+                ),
                 None,
             )),
         }
@@ -267,7 +407,9 @@ impl Worker {
         lines[lines.len().saturating_sub(3)..].join(" | ")
     }
 
-    /// Sends one request and waits for its response. `task` names the task for errors.
+    /// Sends one request of untyped params and waits for its untyped result, at most the
+    /// method's timeout. `task` names the task for errors. Prefer the typed methods
+    /// ([`Worker::lower`], [`Worker::tune`], ...), which check every field of the result.
     pub fn call(
         &mut self,
         method: &str,
@@ -286,10 +428,7 @@ impl Worker {
         {
             return Err(self.died(method, task, &format!("cannot write to the worker: {e}")));
         }
-        let timeout = match method {
-            "tune" | "build_and_measure" => self.config.long_timeout,
-            _ => self.config.quick_timeout,
-        };
+        let timeout = self.config.timeouts.of(method);
         let reply = match self.lines.recv_timeout(timeout) {
             Ok(reply) => reply,
             Err(RecvTimeoutError::Timeout) => {
@@ -352,10 +491,17 @@ impl Worker {
 
     /// Asks the worker to exit and waits for it.
     pub fn shutdown(mut self) -> Result<(), BridgeError> {
-        let result = self.call("shutdown", json!({}), None).map(|_| ());
+        let result = self
+            .request::<_, Empty>("shutdown", &NoParams {}, None)
+            .map(|_| ());
         let _ = self.child.wait();
         result
     }
+}
+
+/// The `name` of a task JSON, for errors.
+fn task_name(task: &Value) -> Option<String> {
+    task.get("name").and_then(Value::as_str).map(str::to_string)
 }
 
 impl Drop for Worker {
@@ -365,5 +511,241 @@ impl Drop for Worker {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The real worker (the pinned TVM venv: `$TGC_PYTHON`, else `bootstrap.sh` creates it).
+    use super::*;
+    use crate::protocol::{BuildRecords, CostModelKind, ReplayMode, Seed, StopReason};
+    use std::collections::BTreeMap;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("tgc-tvm-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        dir
+    }
+
+    /// `relu(x + y)` over [4, 64]: tiny, quick to tune.
+    fn task() -> Value {
+        let t = json!({"shape": [4, 64], "dtype": "float32"});
+        json!({
+            "name": "fused_add_relu",
+            "params": [
+                {"name": "x", "shape": [4, 64], "dtype": "float32"},
+                {"name": "y", "shape": [4, 64], "dtype": "float32"}
+            ],
+            "bindings": [
+                {"op": "add", "operands": [0, 1], "results": [t]},
+                {"op": "nn.relu", "operands": [2], "results": [t]}
+            ],
+            "results": [3]
+        })
+    }
+
+    fn target() -> Value {
+        json!({"kind": "llvm", "num-cores": 1})
+    }
+
+    fn tune_request(work_dir: PathBuf, seeds: Vec<Seed>, cached: Option<f64>) -> TuneRequest {
+        TuneRequest {
+            task: task(),
+            target: target(),
+            work_dir,
+            seeds,
+            max_trials: 4,
+            trials_per_round: 4,
+            patience_rounds: 1,
+            exact_tolerance: 3.0,
+            cached_latency_s: cached,
+            top_k: Some(4),
+            seed: None,
+            builder_timeout_s: None,
+            runner_timeout_s: None,
+            runner: Some(json!({"number": 2, "repeat": 1, "min_repeat_ms": 0})),
+            evolutionary: Some(json!({
+                "population_size": 16, "genetic_num_iters": 1, "init_min_unmeasured": 8
+            })),
+            cost_model: Some(CostModelKind::Random),
+            cost_model_file: None,
+            cost_model_max_samples: None,
+        }
+    }
+
+    /// `result` without `field` (a path of object keys and array indices), and with an
+    /// extra field beside it, each fail to decode as `T` with an error naming the field.
+    fn assert_strict<T: DeserializeOwned + fmt::Debug>(
+        method: &str,
+        result: &Value,
+        path: &[&str],
+    ) {
+        let (last, parents) = path.split_last().expect("a path");
+        let mut missing = result.clone();
+        let mut extra = result.clone();
+        let (mut m, mut x) = (&mut missing, &mut extra);
+        for p in parents {
+            m = match p.parse::<usize>() {
+                Ok(i) => &mut m[i],
+                Err(_) => &mut m[*p],
+            };
+            x = match p.parse::<usize>() {
+                Ok(i) => &mut x[i],
+                Err(_) => &mut x[*p],
+            };
+        }
+        assert!(
+            m.as_object_mut()
+                .expect("an object")
+                .remove(*last)
+                .is_some(),
+            "{method}: the worker sent no {path:?}"
+        );
+        let unknown = format!("{last}_typo");
+        x[unknown.as_str()] = json!(1);
+        let e = decode_result::<T>(method, missing, None).unwrap_err();
+        assert_eq!(e.kind, "protocol");
+        assert!(
+            e.message.contains(&format!("'{method}' result"))
+                && e.message.contains(&format!("missing field `{last}`")),
+            "{e}"
+        );
+        let e = decode_result::<T>(method, extra, None).unwrap_err();
+        assert!(
+            e.message.contains(&format!("unknown field `{unknown}`")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn typed_methods_decode_the_real_workers_results() {
+        let dir = scratch("protocol");
+        let mut w = Worker::start(WorkerConfig::new(dir.join("worker.log"))).expect("worker");
+        assert_eq!(w.greeting().protocol, PROTOCOL);
+        let hello = w.hello().expect("hello");
+        assert!(hello.methods.iter().any(|m| m == "build_and_measure"));
+        assert_eq!(Some(&hello.tvm), Some(&w.versions().tvm));
+        assert_strict::<HelloResult>(
+            "hello",
+            &w.call("hello", json!({}), None).unwrap(),
+            &["llvm"],
+        );
+
+        let canonical = w.canonical_target(&target()).expect("target");
+        assert_eq!(canonical["num-cores"], 1);
+        let raw = w.call("target", json!({"target": target()}), None).unwrap();
+        assert_strict::<TargetResult>("target", &raw, &["canonical"]);
+
+        let lower = LowerRequest {
+            task: task(),
+            target: target(),
+        };
+        let lowered = w.lower(&lower).expect("lower");
+        assert_eq!(lowered.task, "fused_add_relu");
+        assert!(lowered.tir.contains("def main("));
+        let raw = w
+            .call("lower", serde_json::to_value(&lower).unwrap(), None)
+            .unwrap();
+        assert_eq!(raw["structural_hash"], lowered.structural_hash.to_string());
+        assert_strict::<LowerResult>("lower", &raw, &["structural_hash"]);
+
+        // the worker's side: an unknown or a missing params field is bad_params naming it
+        let mut params = serde_json::to_value(&lower).unwrap();
+        params["trget"] = json!(1);
+        let e = w.call("lower", params, None).unwrap_err();
+        assert_eq!(e.kind, "bad_params");
+        assert_eq!(e.message, "lower: unknown params field 'trget'");
+        assert_eq!(e.task.as_deref(), Some("fused_add_relu"));
+        let e = w.call("lower", json!({"task": task()}), None).unwrap_err();
+        assert_eq!(
+            (e.kind.as_str(), e.message.as_str()),
+            ("bad_params", "lower: missing params field 'target'")
+        );
+
+        // tune, then tune again seeded with its records and their latency: an exact hit
+        let first = w
+            .tune(&tune_request(dir.join("tune1"), vec![], None))
+            .expect("tune");
+        assert!(first.trials >= 1 && first.trials <= 4, "{first:?}");
+        assert!(!first.records.is_empty(), "{first:?}");
+        assert_eq!(first.history.last().map(|r| r.trials), Some(first.trials));
+        assert_eq!(first.best_s, Some(first.records[0].mean_s));
+        let seeds: Vec<Seed> = first
+            .records
+            .iter()
+            .map(|r| Seed {
+                source_workload: Some(lowered.workload_json.clone()),
+                ..Seed::trace(r.trace.clone())
+            })
+            .collect();
+        let again = tune_request(dir.join("tune2"), seeds, first.best_s);
+        let raw = w
+            .call("tune", serde_json::to_value(&again).unwrap(), None)
+            .unwrap();
+        let second: TuneResult = decode_result("tune", raw.clone(), None).expect("tune result");
+        assert_eq!(second.stopped, StopReason::ExactHit, "{second:?}");
+        assert_eq!(second.structural_hash, lowered.structural_hash);
+        assert!(second.seed_modes.contains_key(&ReplayMode::Exact));
+        assert_strict::<TuneResult>("tune", &raw, &["stopped"]);
+        assert_strict::<TuneResult>("tune", &raw, &["seed_best_s"]);
+        assert_strict::<TuneResult>("tune", &raw, &["history", "0", "best_s"]);
+        assert_strict::<TuneResult>("tune", &raw, &["records", "0", "mean_s"]);
+        assert_strict::<TuneResult>("tune", &raw, &["cost_model", "warm_samples"]);
+
+        // the whole "model": one call of the task, built with its best record
+        let module = json!({
+            "params": [
+                {"name": "a", "shape": [4, 64], "dtype": "float32"},
+                {"name": "b", "shape": [4, 64], "dtype": "float32"}
+            ],
+            "tasks": [task()],
+            "calls": [{"task": "fused_add_relu", "args": [0, 1]}],
+            "results": [2]
+        });
+        let build = BuildRequest {
+            module,
+            records: BuildRecords::Traces(BTreeMap::from([(
+                "fused_add_relu".to_string(),
+                vec![first.records[0].trace.clone()],
+            )])),
+            target: target(),
+            repeat: Some(2),
+            number: None,
+            seed: None,
+            atol_rel: None,
+            rtol: None,
+        };
+        let built = w.build_and_measure(&build).expect("build_and_measure");
+        assert!(built.outputs_match, "{built:?}");
+        assert_eq!(built.mismatch, None);
+        assert!(built
+            .max_abs_err
+            .is_some_and(|e| e <= built.tolerance.atol_rel));
+        assert_eq!(built.tasks["fused_add_relu"], lowered.structural_hash);
+        assert_eq!(built.latency_ms.repeat, 2);
+        let raw = w
+            .call(
+                "build_and_measure",
+                serde_json::to_value(&build).unwrap(),
+                None,
+            )
+            .unwrap();
+        assert_strict::<BuildResult>("build_and_measure", &raw, &["max_rel_err"]);
+        assert_strict::<BuildResult>("build_and_measure", &raw, &["tolerance", "rtol"]);
+        assert_strict::<BuildResult>("build_and_measure", &raw, &["latency_ms", "median"]);
+
+        w.shutdown().expect("shutdown");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn each_method_has_its_own_timeout() {
+        let t = Timeouts {
+            lower: Duration::from_secs(7),
+            ..Timeouts::default()
+        };
+        assert_eq!(t.of("lower"), Duration::from_secs(7));
+        assert_eq!(t.of("tune"), Timeouts::default().tune);
+        assert_ne!(t.of("tune"), t.of("hello"));
     }
 }

@@ -1,0 +1,626 @@
+//! The worker protocol's requests and results as types (`tvm/python/tgc_worker/PROTOCOL.md`).
+//!
+//! Requests serialize to exactly the params the worker takes; results deserialize with
+//! `deny_unknown_fields` and without defaults, so a field the worker does not send, or one
+//! this client does not know, is an error naming the field instead of a silent 0 or "?".
+//! A field the worker may send as `null` is `Option<T>` that must still be present
+//! ([`nullable`]); a field the worker documents as sent only sometimes is `Option<T>` with
+//! `#[serde(default)]`, and says so. Task JSON, targets and traces stay `serde_json::Value`:
+//! [`crate::task_json`] builds the first, TVM defines the other two.
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// The protocol version this client speaks (`v` of every request, `protocol` of `hello`).
+///
+/// 2: task attributes travel with the op schema's defaults filled in (the worker fills in
+/// nothing), and every method rejects unknown params fields and requires the ones the client
+/// always sends.
+pub const PROTOCOL: u64 = 2;
+
+/// Trials: measured candidates. One type for every count of them.
+pub type Trials = u64;
+
+/// A field the worker always sends that may be `null`: present, or a "missing field" error.
+/// (serde would otherwise read a missing `Option` field as `None`.)
+fn nullable<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d)
+}
+
+/// A TVM structural hash, sent as a decimal string (64 bits do not fit a JSON double).
+fn decimal_u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let s = String::deserialize(d)?;
+    s.parse()
+        .map_err(|_| serde::de::Error::custom(format!("not a decimal u64 hash: {s:?}")))
+}
+
+fn decimal_u64_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, u64>, D::Error> {
+    let m = BTreeMap::<String, String>::deserialize(d)?;
+    m.into_iter()
+        .map(|(k, s)| match s.parse() {
+            Ok(h) => Ok((k, h)),
+            Err(_) => Err(serde::de::Error::custom(format!(
+                "task {k}: not a decimal u64 hash: {s:?}"
+            ))),
+        })
+        .collect()
+}
+
+// ---- hello, target, shutdown -------------------------------------------------------------
+
+/// `hello`'s result: the protocol version, the toolchain, what this TVM can build and run.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HelloResult {
+    pub protocol: u64,
+    pub tvm: String,
+    pub tvm_ffi: String,
+    /// TVM's `llvm_version_major()`; `null` for a TVM built without LLVM.
+    #[serde(deserialize_with = "nullable")]
+    pub llvm: Option<String>,
+    /// Target kinds with a code generator in this TVM build.
+    pub targets: Vec<String>,
+    /// Runtime devices present (`cpu`, `cuda`, ...).
+    pub devices: Vec<String>,
+    pub methods: Vec<String>,
+    pub pid: u64,
+}
+
+/// `target`'s params.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TargetRequest {
+    pub target: Value,
+}
+
+/// `target`'s result.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetResult {
+    /// TVM's canonical form: `Target.export()`, keys sorted at every level.
+    pub canonical: Value,
+    pub kind: String,
+    /// `str(Target)`.
+    pub str: String,
+}
+
+/// `hello`'s and `shutdown`'s params: none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct NoParams {}
+
+/// `shutdown`'s result: `{}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Empty {}
+
+// ---- lower --------------------------------------------------------------------------------
+
+/// `lower`'s params.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LowerRequest {
+    /// Task JSON ([`crate::task_json`]).
+    pub task: Value,
+    /// Only validated: lowering does not depend on it.
+    pub target: Value,
+}
+
+/// `lower`'s result: the MetaSchedule workload of the task.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LowerResult {
+    pub task: String,
+    /// `tvm.ir.save_json` of `{"main": PrimFunc}`: what the cache stores per lowered task.
+    pub workload_json: String,
+    /// `tvm_ffi.structural_hash(workload)` as unsigned 64 bits: MetaSchedule's workload hash.
+    #[serde(deserialize_with = "decimal_u64")]
+    pub structural_hash: u64,
+    /// TVMScript of the workload.
+    pub tir: String,
+    /// `str(Target)` of the validated target.
+    pub target: String,
+}
+
+// ---- replay modes, seeds ------------------------------------------------------------------
+
+/// How a trace was applied to a task (PROTOCOL.md, "Replay modes").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplayMode {
+    /// Replayed as is on the same workload.
+    Exact,
+    /// Tile factors repaired for other extents (or the postprocessors rejected the exact replay).
+    Repaired,
+    /// Transferred from the source task's workload by MetaSchedule's anchor-trace apply.
+    Anchor,
+}
+
+/// A trace sent as a seed (`tune`) or to replay (`replay`), with its source when known.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Seed {
+    /// MetaSchedule trace JSON `[instructions, decisions]`.
+    pub trace: Value,
+    /// The task the trace was tuned on (enables anchor transfer); wins over `source_workload`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_task: Option<Value>,
+    /// That task's workload as `lower` returns it in `workload_json`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_workload: Option<String>,
+}
+
+impl Seed {
+    /// A trace of unknown source.
+    pub fn trace(trace: Value) -> Seed {
+        Seed {
+            trace,
+            source_task: None,
+            source_workload: None,
+        }
+    }
+}
+
+/// `replay`'s params.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ReplayRequest {
+    pub task: Value,
+    pub target: Value,
+    pub traces: Vec<Seed>,
+}
+
+/// `replay`'s result.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayResult {
+    pub task: String,
+    #[serde(deserialize_with = "decimal_u64")]
+    pub structural_hash: u64,
+    /// One per trace, in order.
+    pub results: Vec<ReplayOutcome>,
+}
+
+/// One trace's replay.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayOutcome {
+    pub ok: bool,
+    /// `null` when `ok` is false.
+    #[serde(deserialize_with = "nullable")]
+    pub mode: Option<ReplayMode>,
+    /// Every mode tried and why it failed; `null` when `ok`.
+    #[serde(deserialize_with = "nullable")]
+    pub error: Option<String>,
+    /// Optional: sent only for mode `repaired`, the tile factor lists that changed.
+    #[serde(default)]
+    pub repaired_decisions: Option<u64>,
+}
+
+/// `sample`'s params.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SampleRequest {
+    pub task: Value,
+    pub target: Value,
+    /// Optional (the worker's default: 8).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    /// Optional (the worker's default: 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+}
+
+/// `sample`'s result.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SampleResult {
+    pub task: String,
+    pub traces: Vec<Value>,
+    pub attempts: u64,
+}
+
+// ---- tune ---------------------------------------------------------------------------------
+
+/// Why a `tune` call stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The best seed replayed `exact` re-measured within `exact_tolerance` of `cached_latency_s`.
+    ExactHit,
+    /// `patience_rounds` search rounds in a row did not improve the best.
+    Patience,
+    /// `max_trials` were measured.
+    Budget,
+    /// The evolutionary search produced no more candidates.
+    Exhausted,
+}
+
+impl StopReason {
+    /// The protocol's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::ExactHit => "exact_hit",
+            StopReason::Patience => "patience",
+            StopReason::Budget => "budget",
+            StopReason::Exhausted => "exhausted",
+        }
+    }
+}
+
+/// `tune`'s `cost_model`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CostModelKind {
+    Xgb,
+    Random,
+}
+
+/// `tune`'s params. The first fields are required by the worker; the `Option`s are the
+/// documented optional ones (absent: the worker's default, PROTOCOL.md's table).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TuneRequest {
+    pub task: Value,
+    pub target: Value,
+    /// MetaSchedule's logs go to `work_dir/logs/`.
+    pub work_dir: PathBuf,
+    /// Best first.
+    pub seeds: Vec<Seed>,
+    /// Measured candidates in all, seeds included.
+    pub max_trials: Trials,
+    pub trials_per_round: Trials,
+    /// 0 turns patience off.
+    pub patience_rounds: u64,
+    /// Relative, for the exact hit.
+    pub exact_tolerance: f64,
+    /// Optional: the cached mean latency of the exact-hit record, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_latency_s: Option<f64>,
+    /// Optional: records returned (worker default 32).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<u64>,
+    /// Optional: MetaSchedule's random state (worker default 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Optional (worker default 300).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub builder_timeout_s: Option<f64>,
+    /// Optional (worker default 60).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runner_timeout_s: Option<f64>,
+    /// Optional: `ms.runner.EvaluatorConfig` fields.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runner: Option<Value>,
+    /// Optional: `EvolutionarySearch` arguments (`population_size`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evolutionary: Option<Value>,
+    /// Optional (worker default xgb).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_model: Option<CostModelKind>,
+    /// Optional: the warm-start file of the XGB cost model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_model_file: Option<PathBuf>,
+    /// Optional (worker default 4096).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_model_max_samples: Option<u64>,
+}
+
+/// Where a tuning record came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordOrigin {
+    Seed,
+    Search,
+}
+
+/// One of MetaSchedule's top records of the tuned workload.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TuneRecord {
+    /// Trace JSON with its postprocessing instructions.
+    pub trace: Value,
+    pub run_secs: Vec<f64>,
+    pub mean_s: f64,
+    pub origin: RecordOrigin,
+}
+
+/// One measured batch of a `tune` call (the seed batch included).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TuneRound {
+    /// Seconds since the call started.
+    pub elapsed_s: f64,
+    /// Trials measured so far.
+    pub trials: Trials,
+    /// The best mean latency so far; `null` while nothing measured successfully.
+    #[serde(deserialize_with = "nullable")]
+    pub best_s: Option<f64>,
+}
+
+/// `tune`'s cost-model warm start and save.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostModelReport {
+    pub warm_samples: u64,
+    pub saved_samples: u64,
+    pub errors: Vec<String>,
+}
+
+/// `tune`'s result.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TuneResult {
+    pub task: String,
+    #[serde(deserialize_with = "decimal_u64")]
+    pub structural_hash: u64,
+    /// Best (lowest mean) first.
+    pub records: Vec<TuneRecord>,
+    pub seeds_tried: Trials,
+    pub seeds_failed: Trials,
+    pub seeds_duplicate: Trials,
+    pub seeds_skipped: Trials,
+    pub seeds_measured: Trials,
+    pub seed_modes: BTreeMap<ReplayMode, Trials>,
+    /// The first few replay errors.
+    pub seed_errors: Vec<String>,
+    /// `null` when no seed measured successfully.
+    #[serde(deserialize_with = "nullable")]
+    pub seed_best_s: Option<f64>,
+    pub trials: Trials,
+    pub rounds: u64,
+    /// The first record's `mean_s`; `null` when nothing measured successfully.
+    #[serde(deserialize_with = "nullable")]
+    pub best_s: Option<f64>,
+    pub stopped: StopReason,
+    pub history: Vec<TuneRound>,
+    pub cost_model: CostModelReport,
+    pub wall_s: f64,
+}
+
+// ---- build_and_measure --------------------------------------------------------------------
+
+/// `build_and_measure`'s `records`: traces per task name, or a MetaSchedule database directory.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum BuildRecords {
+    Traces(BTreeMap<String, Vec<Value>>),
+    Database(PathBuf),
+}
+
+/// `build_and_measure`'s params.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BuildRequest {
+    /// Module JSON ([`crate::module_json`]).
+    pub module: Value,
+    pub records: BuildRecords,
+    pub target: Value,
+    /// Optional: timing repeats (worker default 20).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u64>,
+    /// Optional: runs per repeat (worker default 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub number: Option<u64>,
+    /// Optional: the inputs' random seed (worker default 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Optional: replaces the output check's default `atol_rel`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub atol_rel: Option<f64>,
+    /// Optional: replaces the output check's default `rtol`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtol: Option<f64>,
+}
+
+/// The tuned build's latency (milliseconds).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Latency {
+    pub mean: f64,
+    pub median: f64,
+    pub std: f64,
+    pub min: f64,
+    pub repeat: u64,
+    pub number: u64,
+}
+
+/// The output check's tolerance: `|tuned - ref| <= atol_rel * max|ref| + rtol * |ref|`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tolerance {
+    pub atol_rel: f64,
+    pub rtol: f64,
+}
+
+/// How a task's record went into the build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Applied {
+    Exact,
+    Repaired,
+    Anchor,
+    /// Found in the MetaSchedule database directory.
+    Database,
+}
+
+/// `build_and_measure`'s result.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuildResult {
+    pub latency_ms: Latency,
+    pub outputs_match: bool,
+    /// `null` when a NaN or infinity of one build is not in the other.
+    #[serde(deserialize_with = "nullable")]
+    pub max_abs_err: Option<f64>,
+    /// Of the output's `max|ref|`; `null` as `max_abs_err`.
+    #[serde(deserialize_with = "nullable")]
+    pub max_rel_err: Option<f64>,
+    /// The tolerance the first float output was checked with.
+    pub tolerance: Tolerance,
+    /// Per task: how its record was applied; `None`: no record applied.
+    pub applied: BTreeMap<String, Option<Applied>>,
+    /// The PrimFuncs `MetaScheduleApplyDatabase` replaced.
+    pub scheduled: Vec<String>,
+    /// Per task, its structural hash.
+    #[serde(deserialize_with = "decimal_u64_map")]
+    pub tasks: BTreeMap<String, u64>,
+    pub wall_s: f64,
+    /// Optional: sent only when the outputs differ (the output, how many elements, the
+    /// bound, the worst element).
+    #[serde(default)]
+    pub mismatch: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tune_result() -> Value {
+        json!({
+            "task": "t", "structural_hash": "18446744073709551615",
+            "records": [{"trace": [[], []], "run_secs": [1e-4], "mean_s": 1e-4, "origin": "seed"}],
+            "seeds_tried": 1, "seeds_failed": 0, "seeds_duplicate": 0, "seeds_skipped": 0,
+            "seeds_measured": 1, "seed_modes": {"exact": 1}, "seed_errors": [],
+            "seed_best_s": 1e-4, "trials": 1, "rounds": 1, "best_s": null,
+            "stopped": "exact_hit",
+            "history": [{"elapsed_s": 1.0, "trials": 1, "best_s": null}],
+            "cost_model": {"warm_samples": 0, "saved_samples": 0, "errors": []},
+            "wall_s": 2.0
+        })
+    }
+
+    fn decode<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, String> {
+        serde_json::from_value(v).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn tune_result_decodes() {
+        let r: TuneResult = decode(tune_result()).unwrap();
+        assert_eq!(r.structural_hash, u64::MAX);
+        assert_eq!(r.stopped, StopReason::ExactHit);
+        assert_eq!(r.seed_modes[&ReplayMode::Exact], 1);
+        assert_eq!(r.records[0].origin, RecordOrigin::Seed);
+        assert_eq!(r.best_s, None);
+    }
+
+    #[test]
+    fn missing_unknown_and_misspelt_fields_are_named() {
+        let mut v = tune_result();
+        v.as_object_mut().unwrap().remove("stopped");
+        assert!(decode::<TuneResult>(v)
+            .unwrap_err()
+            .contains("missing field `stopped`"));
+        // a nullable field must still be present
+        let mut v = tune_result();
+        v.as_object_mut().unwrap().remove("best_s");
+        assert!(decode::<TuneResult>(v)
+            .unwrap_err()
+            .contains("missing field `best_s`"));
+        let mut v = tune_result();
+        v["history"][0].as_object_mut().unwrap().remove("best_s");
+        assert!(decode::<TuneResult>(v)
+            .unwrap_err()
+            .contains("missing field `best_s`"));
+        let mut v = tune_result();
+        v["trails"] = json!(3);
+        assert!(decode::<TuneResult>(v)
+            .unwrap_err()
+            .contains("unknown field `trails`"));
+        let mut v = tune_result();
+        v["records"][0]["score"] = json!(1);
+        assert!(decode::<TuneResult>(v)
+            .unwrap_err()
+            .contains("unknown field `score`"));
+        let mut v = tune_result();
+        v["stopped"] = json!("?");
+        assert!(decode::<TuneResult>(v)
+            .unwrap_err()
+            .contains("unknown variant `?`"));
+        let mut v = tune_result();
+        v["seed_modes"] = json!({"fuzzy": 1});
+        assert!(decode::<TuneResult>(v)
+            .unwrap_err()
+            .contains("unknown variant `fuzzy`"));
+        let mut v = tune_result();
+        v["structural_hash"] = json!("0x12");
+        assert!(decode::<TuneResult>(v)
+            .unwrap_err()
+            .contains("not a decimal u64 hash"));
+    }
+
+    #[test]
+    fn optional_results_fields_may_be_absent() {
+        let v = json!({"ok": true, "mode": "exact", "error": null});
+        let r: ReplayOutcome = decode(v).unwrap();
+        assert_eq!(r.repaired_decisions, None);
+        let v = json!({"ok": false, "error": "exact: failed"});
+        assert!(decode::<ReplayOutcome>(v)
+            .unwrap_err()
+            .contains("missing field `mode`"));
+    }
+
+    #[test]
+    fn requests_send_only_what_is_set() {
+        let r = TuneRequest {
+            task: json!({}),
+            target: json!({"kind": "llvm"}),
+            work_dir: "/w".into(),
+            seeds: vec![
+                Seed::trace(json!([[], []])),
+                Seed {
+                    source_workload: Some("wl".into()),
+                    ..Seed::trace(json!([[], []]))
+                },
+            ],
+            max_trials: 8,
+            trials_per_round: 4,
+            patience_rounds: 0,
+            exact_tolerance: 0.05,
+            cached_latency_s: None,
+            top_k: None,
+            seed: None,
+            builder_timeout_s: None,
+            runner_timeout_s: None,
+            runner: None,
+            evolutionary: Some(json!({"population_size": 64})),
+            cost_model: Some(CostModelKind::Random),
+            cost_model_file: None,
+            cost_model_max_samples: None,
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "cost_model",
+                "evolutionary",
+                "exact_tolerance",
+                "max_trials",
+                "patience_rounds",
+                "seeds",
+                "target",
+                "task",
+                "trials_per_round",
+                "work_dir"
+            ]
+        );
+        assert_eq!(v["cost_model"], "random");
+        assert_eq!(v["seeds"][0], json!({"trace": [[], []]}));
+        assert_eq!(v["seeds"][1]["source_workload"], "wl");
+        let b = BuildRequest {
+            module: json!({}),
+            records: BuildRecords::Database("/db".into()),
+            target: json!({"kind": "llvm"}),
+            repeat: Some(3),
+            number: None,
+            seed: None,
+            atol_rel: None,
+            rtol: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&b).unwrap(),
+            json!({"module": {}, "records": "/db", "target": {"kind": "llvm"}, "repeat": 3})
+        );
+    }
+}
