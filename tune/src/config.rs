@@ -1,0 +1,66 @@
+//! Every knob of a tuning run, with its default, in one place.
+
+use std::path::PathBuf;
+use tgc_passes::seeding::SeedPolicy;
+
+/// Where the XGB cost model that guides the search comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CostModel {
+    /// Carried from task to task: across runs in a file beside the cache, one per target
+    /// and toolchain; with `no_cache` only within the run, as MetaSchedule's own
+    /// `tune_tasks` trains one model over the tasks it tunes.
+    Shared,
+    /// This file, loaded by every task and updated after it.
+    File(PathBuf),
+    /// A cold model per task.
+    Cold,
+}
+
+/// The configuration of one tuning run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TuneConfig {
+    /// `llvm`, `cuda` or a TVM target JSON.
+    pub target: String,
+    /// The cache file; `None`: `$TGC_CACHE`, else the user cache dir.
+    pub cache: Option<PathBuf>,
+    /// Stock MetaSchedule with the same budget: no cache reads or writes, no seeds, no early
+    /// stop.
+    pub no_cache: bool,
+    /// The seed policy: trials per task, seeds, exact-hit tolerance, patience.
+    pub policy: SeedPolicy,
+    /// Candidates per search round.
+    pub trials_per_round: i64,
+    /// MetaSchedule's evolutionary population.
+    pub population: i64,
+    /// Tune at most this many distinct tasks, the most frequent first.
+    pub max_tasks: Option<usize>,
+    pub cost_model: CostModel,
+    /// Build the whole model with the tuned schedules, time it and check its outputs.
+    pub measure: bool,
+    /// Where MetaSchedule's logs and the worker log go; `None`: a temp dir.
+    pub work_dir: Option<PathBuf>,
+    /// The model's name in the records' provenance (the CLI passes the path it was given).
+    pub model_name: String,
+}
+
+impl TuneConfig {
+    pub const DEFAULT_TRIALS_PER_ROUND: i64 = 16;
+    pub const DEFAULT_POPULATION: i64 = 512;
+
+    /// The defaults for a model called `model_name`.
+    pub fn new(model_name: impl Into<String>) -> TuneConfig {
+        TuneConfig {
+            target: "llvm".into(),
+            cache: None,
+            no_cache: false,
+            policy: SeedPolicy::DEFAULT,
+            trials_per_round: Self::DEFAULT_TRIALS_PER_ROUND,
+            population: Self::DEFAULT_POPULATION,
+            max_tasks: None,
+            cost_model: CostModel::Shared,
+            measure: true,
+            work_dir: None,
+            model_name: model_name.into(),
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! tgc-tune: the tuning driver as a library.
+//!
+//! [`tune`] takes an imported model and a [`TuneConfig`] and, per distinct task: lowers it
+//! through the TVM worker, looks its candidates up in the cache (records written by earlier
+//! tasks of this run count: within-model reuse) by its tgc keys and, when they find no exact
+//! hit, by its TVM structural hash (records imported from MetaSchedule databases carry no
+//! tgc keys but are exact for the workload), plans the seeds ([`tgc_passes::seeding::plan`]),
+//! measures the seeds first and lets MetaSchedule's evolutionary search continue unless an
+//! exact hit re-measures within tolerance, and writes the best records back at once. The
+//! representative of each structural group (its most frequent task) is tuned before the
+//! rest of the group, so the others start from its records. Finally the whole model is
+//! built with the best schedule per task and timed with TVM's time evaluator; its outputs
+//! must equal an untuned build's.
+//!
+//! Records are keyed by what the worker reports, not by what tgc was built for: the
+//! toolchain is the worker's TVM, tvm-ffi and LLVM versions (a worker other than the pinned
+//! one is used, with a warning, and its records stay apart), and the target is TVM's
+//! canonical form of the requested one (the worker's `target` method), so every spelling of
+//! one target finds the same records; the spelling is registered in the cache as an alias of
+//! the canonical form for lookups without TVM (`tgc opt`).
+//!
+//! `no_cache` is stock MetaSchedule with the same trial budget: no lookups, no seeds, no
+//! early stop, no write-back.
+//!
+//! Front ends (the `tgc tune` command) map their flags onto [`TuneConfig`] and present
+//! progress through an [`Observer`]; everything else lives here.
+
+mod config;
+mod driver;
+mod observer;
+mod report;
+
+pub use config::{CostModel, TuneConfig};
+pub use driver::{tune, TuneError};
+pub use observer::{Observer, Silent};
+pub use report::{Report, TaskReport};

@@ -1,0 +1,125 @@
+//! What a run did: per task and in total, as the `tgc.tune/1` JSON report.
+
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use tgc_cache::Toolchain;
+
+/// What happened to one task.
+#[derive(Clone, Debug)]
+pub struct TaskReport {
+    pub name: String,
+    pub occurrences: usize,
+    /// The tier the seeds came from (`none` for a plain search).
+    pub tier: String,
+    pub seeds_tried: u64,
+    pub seeds_failed: u64,
+    pub trials: u64,
+    pub best_s: Option<f64>,
+    /// Why the search stopped, as the worker says.
+    pub stopped: String,
+    pub wall_s: f64,
+    /// Records inserted or improved in the cache.
+    pub written: usize,
+    /// Per measured batch: seconds into the task, trials so far, best so far (the worker's).
+    pub history: Value,
+    /// How the measured seeds replayed: exact / repaired / anchor -> count.
+    pub seed_modes: Value,
+    /// Measurements the warm-started cost model held when the task began.
+    pub cost_model_warm: u64,
+    /// Trials of earlier runs behind the exact hit this task resumed (0: none).
+    pub prior_trials: u64,
+    /// The TVM structural hash of the task's workload (decimal), from the worker's `lower`.
+    pub workload_hash: Option<String>,
+    /// Where the first seed's record came from: a MetaSchedule import or a tgc run.
+    pub seed_source: Value,
+}
+
+/// The whole run.
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub model: String,
+    /// The target as requested and as TVM spells it (the cache's key).
+    pub target_spelling: Value,
+    pub target: Value,
+    pub toolchain: Toolchain,
+    pub no_cache: bool,
+    pub trials_per_task: i64,
+    pub cost_model_file: Option<PathBuf>,
+    pub tasks: Vec<TaskReport>,
+    pub tuning_wall_s: f64,
+    /// The worker's `build_and_measure` result, when the model was measured.
+    pub end_to_end: Option<Value>,
+}
+
+impl Report {
+    /// Tasks per seed tier.
+    pub fn tasks_by_tier(&self) -> BTreeMap<String, usize> {
+        let mut tiers = BTreeMap::new();
+        for r in &self.tasks {
+            *tiers.entry(r.tier.clone()).or_default() += 1;
+        }
+        tiers
+    }
+
+    pub fn total_trials(&self) -> u64 {
+        self.tasks.iter().map(|r| r.trials).sum()
+    }
+
+    /// `Err` with the worker's account when the tuned model's outputs differ from an
+    /// untuned build's.
+    pub fn check_outputs(&self) -> Result<(), String> {
+        match &self.end_to_end {
+            Some(m) if m["outputs_match"] != json!(true) => Err(format!(
+                "{}: the tuned model's outputs differ from an untuned build's ({})",
+                self.model,
+                m["mismatch"].as_str().unwrap_or("no mismatch given")
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The JSON report (schema `tgc.tune/1`).
+    pub fn to_json(&self) -> Value {
+        let tc = &self.toolchain;
+        json!({
+            "schema": "tgc.tune/1",
+            "model": self.model,
+            "target": self.target,
+            "target_spelling": self.target_spelling,
+            "toolchain": {
+                "tvm": tc.tvm,
+                "tvm_ffi": tc.tvm_ffi,
+                "llvm": tc.llvm,
+                "pinned": tc.is_pinned(),
+            },
+            "no_cache": self.no_cache,
+            "trials_per_task": self.trials_per_task,
+            "cost_model_file": self.cost_model_file,
+            "tasks": self.tasks.iter().map(|r| json!({
+                "name": r.name,
+                "occurrences": r.occurrences,
+                "tier": r.tier,
+                "seeds_tried": r.seeds_tried,
+                "seeds_failed": r.seeds_failed,
+                "trials": r.trials,
+                "best_latency_s": r.best_s,
+                "stopped": r.stopped,
+                "wall_s": r.wall_s,
+                "records_written": r.written,
+                "seed_modes": r.seed_modes,
+                "cost_model_warm_samples": r.cost_model_warm,
+                "prior_trials": r.prior_trials,
+                "workload_hash": r.workload_hash,
+                "seed_source": r.seed_source,
+                "history": r.history,
+            })).collect::<Vec<_>>(),
+            "totals": {
+                "tuning_wall_s": self.tuning_wall_s,
+                "trials": self.total_trials(),
+                "tasks_by_tier": self.tasks_by_tier(),
+            },
+            "end_to_end": self.end_to_end.clone().unwrap_or(Value::Null),
+        })
+    }
+}
