@@ -749,3 +749,118 @@ mod tests {
         assert_ne!(t.of("tune"), t.of("hello"));
     }
 }
+
+#[cfg(test)]
+mod agreement {
+    //! The Rust requests and the worker's params table (`server.PARAMS`) are one definition:
+    //! every field a request can send is one the worker takes, and the fields it always sends
+    //! are exactly the ones the worker requires.
+    use super::*;
+    use crate::protocol::{BuildRecords, CostModelKind, Seed};
+    use std::collections::{BTreeMap, BTreeSet};
+
+    fn keys(v: Value) -> BTreeSet<String> {
+        v.as_object()
+            .expect("params object")
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// (method, the params with every optional field set, with none set).
+    fn requests() -> Vec<(&'static str, Value, Value)> {
+        fn v<T: Serialize>(x: &T) -> Value {
+            serde_json::to_value(x).expect("requests serialize")
+        }
+        let tune = |some: bool| TuneRequest {
+            task: json!({}),
+            target: json!({}),
+            work_dir: "/w".into(),
+            seeds: vec![Seed::trace(json!([[], []]))],
+            max_trials: 1,
+            trials_per_round: 1,
+            patience_rounds: 0,
+            exact_tolerance: 0.0,
+            cached_latency_s: some.then_some(1.0),
+            top_k: some.then_some(1),
+            seed: some.then_some(1),
+            builder_timeout_s: some.then_some(1.0),
+            runner_timeout_s: some.then_some(1.0),
+            runner: some.then(|| json!({})),
+            evolutionary: some.then(|| json!({})),
+            cost_model: some.then_some(CostModelKind::Xgb),
+            cost_model_file: some.then(|| "/c".into()),
+            cost_model_max_samples: some.then_some(1),
+        };
+        let build = |some: bool| BuildRequest {
+            module: json!({}),
+            records: BuildRecords::Traces(BTreeMap::new()),
+            target: json!({}),
+            repeat: some.then_some(1),
+            number: some.then_some(1),
+            seed: some.then_some(1),
+            atol_rel: some.then_some(0.0),
+            rtol: some.then_some(0.0),
+        };
+        let sample = |some: bool| SampleRequest {
+            task: json!({}),
+            target: json!({}),
+            count: some.then_some(1),
+            seed: some.then_some(1),
+        };
+        let lower = LowerRequest {
+            task: json!({}),
+            target: json!({}),
+        };
+        let replay = ReplayRequest {
+            task: json!({}),
+            target: json!({}),
+            traces: vec![],
+        };
+        let target = TargetRequest { target: json!({}) };
+        vec![
+            ("hello", v(&NoParams {}), v(&NoParams {})),
+            ("shutdown", v(&NoParams {}), v(&NoParams {})),
+            ("target", v(&target), v(&target)),
+            ("lower", v(&lower), v(&lower)),
+            ("replay", v(&replay), v(&replay)),
+            ("sample", v(&sample(true)), v(&sample(false))),
+            ("tune", v(&tune(true)), v(&tune(false))),
+            ("build_and_measure", v(&build(true)), v(&build(false))),
+        ]
+    }
+
+    #[test]
+    fn requests_agree_with_the_workers_params_table() {
+        let python = find_python().expect("python");
+        let out = Command::new(python)
+            .args([
+                "-c",
+                "import json; from tgc_worker.server import PARAMS; print(json.dumps(PARAMS))",
+            ])
+            .env("PYTHONPATH", worker_dir())
+            .output()
+            .expect("python runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let table: BTreeMap<String, (Vec<String>, Vec<String>)> =
+            serde_json::from_slice(&out.stdout).expect("PARAMS as JSON");
+        let reqs = requests();
+        let methods: BTreeSet<&str> = reqs.iter().map(|r| r.0).collect();
+        assert_eq!(
+            methods,
+            table.keys().map(String::as_str).collect::<BTreeSet<_>>(),
+            "a request type per method"
+        );
+        for (method, full, minimal) in reqs {
+            let (required, optional) = &table[method];
+            let required: BTreeSet<String> = required.iter().cloned().collect();
+            let all: BTreeSet<String> = required.iter().chain(optional).cloned().collect();
+            assert_eq!(keys(full), all, "{method}: every field the worker takes");
+            assert_eq!(keys(minimal), required, "{method}: the fields it requires");
+        }
+    }
+}
