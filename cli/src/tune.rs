@@ -195,7 +195,7 @@ impl Observer for Progress {
             r.trials,
             r.best_s
                 .map_or("-".to_string(), |s| format!("{:.1} us", s * 1e6)),
-            r.stopped,
+            r.stopped.as_str(),
             seed_source_line(&r.seed_source)
         ));
         self.overall.inc(1);
@@ -250,7 +250,7 @@ fn summary_table(report: &Report) -> String {
             r.seeds_failed,
             r.trials,
             r.best_s.map_or("-".into(), |s| format!("{:.2}", s * 1e6)),
-            r.stopped,
+            r.stopped.as_str(),
             r.wall_s
         ));
     }
@@ -265,15 +265,15 @@ fn summary_table(report: &Report) -> String {
         hits.join(", ")
     ));
     if let Some(m) = &report.end_to_end {
-        let num = |v: &Value| v.as_f64().map_or("-".to_string(), |x| format!("{x:.1e}"));
         out.push_str(&format!(
             "end-to-end latency: {:.3} ms (median of {}); outputs match untuned build: {} \
-             (max error {} of the output's scale, allowed {})\n",
-            m["latency_ms"]["median"].as_f64().unwrap_or(f64::NAN),
-            m["latency_ms"]["repeat"],
-            m["outputs_match"],
-            num(&m["max_rel_err"]),
-            num(&m["tolerance"]["atol_rel"]),
+             (max error {} of the output's scale, allowed {:.1e})\n",
+            m.latency_ms.median,
+            m.latency_ms.repeat,
+            m.outputs_match,
+            m.max_rel_err
+                .map_or("-".to_string(), |x| format!("{x:.1e}")),
+            m.tolerance.atol_rel,
         ));
     }
     out

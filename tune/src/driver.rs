@@ -20,7 +20,10 @@ use tgc_passes::canonicalize::Canonicalize;
 use tgc_passes::partition::Partition;
 use tgc_passes::seeding::{plan, resolve_target, CandidateRef, SeedPlan, SeedPolicy};
 use tgc_passes::{Instrumentation, PassManager};
-use tgc_tvm::{module_json, task_json, BridgeError, Versions, Worker, WorkerConfig};
+use tgc_tvm::{
+    module_json, task_json, BridgeError, BuildRecords, BuildRequest, BuildResult, LowerRequest,
+    Seed, StopReason, Trials, TuneRecord, TuneRequest, TuneResult, Versions, Worker, WorkerConfig,
+};
 
 /// Why a run stopped. Each message is one line naming what it is about.
 #[derive(Debug, thiserror::Error)]
@@ -224,10 +227,6 @@ fn seed_source(c: &Candidate) -> Value {
     })
 }
 
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or(0)
-}
-
 /// The state of a run between tasks.
 struct Run<'a> {
     config: &'a TuneConfig,
@@ -251,15 +250,12 @@ impl Run<'_> {
         observer: &mut dyn Observer,
     ) -> Result<(TaskReport, Option<Value>), TuneError> {
         let tj = task_json(f).map_err(|e| task_error(&task.name, e))?;
-        let lowered = self.worker.call(
-            "lower",
-            json!({ "task": tj, "target": self.target_json }),
-            Some(&task.name),
-        )?;
-        let tvm_hash: Option<u64> = lowered["structural_hash"]
-            .as_str()
-            .and_then(|h| h.parse().ok());
-        let candidates = self.lookup(task, tvm_hash)?;
+        let lowered = self.worker.lower(&LowerRequest {
+            task: tj.clone(),
+            target: self.target_json.clone(),
+        })?;
+        let tvm_hash = lowered.structural_hash;
+        let candidates = self.lookup(task, Some(tvm_hash))?;
         let refs: Vec<CandidateRef> = candidates
             .iter()
             .map(CandidateRef::from_candidate)
@@ -268,58 +264,52 @@ impl Run<'_> {
         observer.task_started(&task.name, &seed_plan);
         let (seeds, first_source) = self.seeds(task, &seed_plan, &candidates)?;
 
-        let mut params = json!({
-            "task": tj,
-            "target": self.target_json,
-            "work_dir": self.work_dir.join(&task.name),
-            "seeds": seeds,
-            "max_trials": seed_plan.trials,
-            "trials_per_round": self.config.trials_per_round,
-            "patience_rounds": seed_plan.patience,
-            "exact_tolerance": seed_plan.tolerance,
-            "evolutionary": { "population_size": self.config.population },
-        });
-        if let Some(cm) = &self.cost_model {
-            params["cost_model_file"] = json!(cm);
-        }
-        if let Some(l) = seed_plan.cached_latency_s {
-            params["cached_latency_s"] = json!(l);
-        }
-        let result = self.worker.call("tune", params, Some(&task.name))?;
-        let records = result["records"].as_array().cloned().unwrap_or_default();
-        let best = records.first().map(|r| r["trace"].clone());
+        let result = self.worker.tune(&TuneRequest {
+            task: tj,
+            target: self.target_json.clone(),
+            work_dir: self.work_dir.join(&task.name),
+            seeds,
+            max_trials: seed_plan.trials.max(1) as Trials,
+            trials_per_round: self.config.trials_per_round.max(1) as Trials,
+            patience_rounds: seed_plan.patience.max(0) as u64,
+            exact_tolerance: seed_plan.tolerance,
+            cached_latency_s: seed_plan.cached_latency_s,
+            top_k: None,
+            seed: None,
+            builder_timeout_s: None,
+            runner_timeout_s: None,
+            runner: None,
+            evolutionary: Some(json!({ "population_size": self.config.population })),
+            cost_model: None,
+            cost_model_file: self.cost_model.clone(),
+            cost_model_max_samples: None,
+        })?;
+        let best = result.records.first().map(|r| r.trace.clone());
         let effort = effort(&seed_plan, &refs, &result);
-        let workload = tvm_hash.map(|tvm_hash| Workload {
+        let workload = Workload {
             tvm_hash,
-            json: lowered["workload_json"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-        });
-        let written = self.write_back(task, workload, &records, effort)?;
-        for e in result["cost_model"]["errors"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            observer.warning(e.as_str().unwrap_or_default());
+            json: lowered.workload_json,
+        };
+        let written = self.write_back(task, Some(workload), &result.records, effort)?;
+        for e in &result.cost_model.errors {
+            observer.warning(e);
         }
         let report = TaskReport {
             name: task.name.clone(),
             occurrences: task.occurrences,
             tier: seed_plan.tier.clone(),
-            seeds_tried: u(&result["seeds_tried"]),
-            seeds_failed: u(&result["seeds_failed"]),
-            trials: u(&result["trials"]),
-            best_s: result["best_s"].as_f64(),
-            stopped: result["stopped"].as_str().unwrap_or("?").to_string(),
-            wall_s: result["wall_s"].as_f64().unwrap_or(0.0),
+            seeds_tried: result.seeds_tried,
+            seeds_failed: result.seeds_failed,
+            trials: result.trials,
+            best_s: result.best_s,
+            stopped: result.stopped,
+            wall_s: result.wall_s,
             written,
-            history: result["history"].clone(),
-            seed_modes: result["seed_modes"].clone(),
-            cost_model_warm: u(&result["cost_model"]["warm_samples"]),
+            history: result.history,
+            seed_modes: result.seed_modes,
+            cost_model_warm: result.cost_model.warm_samples,
             prior_trials: seed_plan.prior_trials.max(0) as u64,
-            workload_hash: tvm_hash.map(|h| h.to_string()),
+            workload_hash: tvm_hash,
             seed_source: first_source,
         };
         Ok((report, best))
@@ -355,7 +345,7 @@ impl Run<'_> {
         task: &Task,
         seed_plan: &SeedPlan,
         candidates: &[Candidate],
-    ) -> Result<(Vec<Value>, Value), TuneError> {
+    ) -> Result<(Vec<Seed>, Value), TuneError> {
         // Seeds often share a source task: read each source's workload once.
         let mut sources: HashMap<(Option<TaskKey>, Option<u64>), Option<String>> = HashMap::new();
         let mut seeds = Vec::new();
@@ -385,9 +375,9 @@ impl Run<'_> {
                 ),
                 (None, Entry::Vacant(e)) => e.insert(None),
             };
-            seeds.push(match source {
-                Some(w) => json!({ "trace": trace, "source_workload": w }),
-                None => trace,
+            seeds.push(Seed {
+                source_workload: source.clone(),
+                ..Seed::trace(trace)
             });
         }
         Ok((seeds, first_source))
@@ -398,7 +388,7 @@ impl Run<'_> {
         &mut self,
         task: &Task,
         workload: Option<Workload>,
-        records: &[Value],
+        records: &[TuneRecord],
         effort: u64,
     ) -> Result<usize, TuneError> {
         let Some(cache) = self.cache.as_mut() else {
@@ -412,15 +402,10 @@ impl Run<'_> {
         let new: Vec<NewRecord> = records
             .iter()
             .filter_map(|r| {
-                let trace = Trace::from_json(&r["trace"]).ok()?;
-                let latencies: Vec<f64> = r["run_secs"]
-                    .as_array()?
-                    .iter()
-                    .filter_map(Value::as_f64)
-                    .collect();
+                let trace = Trace::from_json(&r.trace).ok()?;
                 Some(NewRecord {
                     trace,
-                    latencies,
+                    latencies: r.run_secs.clone(),
                     args_info: None,
                     provenance: Provenance {
                         model: Some(self.config.model_name.clone()),
@@ -444,33 +429,41 @@ impl Run<'_> {
         module: &Module,
         tasks: &[Task],
         best: &HashMap<TaskKey, Value>,
-    ) -> Result<Value, TuneError> {
+    ) -> Result<BuildResult, TuneError> {
         let mj = module_json(module)
             .map_err(|e| TuneError::Config(format!("{}: {e}", self.config.model_name)))?;
-        let mut records: BTreeMap<String, Value> = BTreeMap::new();
+        let mut records: BTreeMap<String, Vec<Value>> = BTreeMap::new();
         for t in tasks {
             if let Some(trace) = best.get(&t.keys.exact) {
                 for name in &t.functions {
-                    records.insert(name.clone(), json!([trace]));
+                    records.insert(name.clone(), vec![trace.clone()]);
                 }
             }
         }
-        Ok(self.worker.call(
-            "build_and_measure",
-            json!({ "module": mj, "records": records, "target": self.target_json, "repeat": 20 }),
-            None,
-        )?)
+        Ok(self.worker.build_and_measure(&BuildRequest {
+            module: mj,
+            records: BuildRecords::Traces(records),
+            target: self.target_json.clone(),
+            repeat: Some(END_TO_END_REPEATS),
+            number: None,
+            seed: None,
+            atol_rel: None,
+            rtol: None,
+        })?)
     }
 }
+
+/// Timing repeats of the whole-model latency.
+const END_TO_END_REPEATS: u64 = 20;
 
 /// The search effort behind the records written back: a resumed search adds its trials to
 /// the earlier ones; an exact hit confirms the earlier search (its re-measurements are no
 /// search); otherwise this run's trials.
-fn effort(seed_plan: &SeedPlan, refs: &[CandidateRef], result: &Value) -> u64 {
-    let run_trials = u(&result["trials"]);
+fn effort(seed_plan: &SeedPlan, refs: &[CandidateRef], result: &TuneResult) -> u64 {
+    let run_trials = result.trials;
     if seed_plan.prior_trials > 0 {
         seed_plan.prior_trials as u64 + run_trials
-    } else if result["stopped"] == "exact_hit" {
+    } else if result.stopped == StopReason::ExactHit {
         refs.iter()
             .filter(|r| r.tier == seed_plan.tier)
             .min_by(|a, b| a.latency_s.total_cmp(&b.latency_s))

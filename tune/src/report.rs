@@ -4,6 +4,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use tgc_cache::Toolchain;
+use tgc_tvm::{BuildResult, ReplayMode, StopReason, Trials, TuneRound};
 
 /// What happened to one task.
 #[derive(Clone, Debug)]
@@ -12,25 +13,24 @@ pub struct TaskReport {
     pub occurrences: usize,
     /// The tier the seeds came from (`none` for a plain search).
     pub tier: String,
-    pub seeds_tried: u64,
-    pub seeds_failed: u64,
-    pub trials: u64,
+    pub seeds_tried: Trials,
+    pub seeds_failed: Trials,
+    pub trials: Trials,
     pub best_s: Option<f64>,
-    /// Why the search stopped, as the worker says.
-    pub stopped: String,
+    pub stopped: StopReason,
     pub wall_s: f64,
     /// Records inserted or improved in the cache.
     pub written: usize,
     /// Per measured batch: seconds into the task, trials so far, best so far (the worker's).
-    pub history: Value,
-    /// How the measured seeds replayed: exact / repaired / anchor -> count.
-    pub seed_modes: Value,
+    pub history: Vec<TuneRound>,
+    /// How the measured seeds replayed.
+    pub seed_modes: BTreeMap<ReplayMode, Trials>,
     /// Measurements the warm-started cost model held when the task began.
     pub cost_model_warm: u64,
     /// Trials of earlier runs behind the exact hit this task resumed (0: none).
     pub prior_trials: u64,
-    /// The TVM structural hash of the task's workload (decimal), from the worker's `lower`.
-    pub workload_hash: Option<String>,
+    /// The TVM structural hash of the task's workload, from the worker's `lower`.
+    pub workload_hash: u64,
     /// Where the first seed's record came from: a MetaSchedule import or a tgc run.
     pub seed_source: Value,
 }
@@ -49,7 +49,7 @@ pub struct Report {
     pub tasks: Vec<TaskReport>,
     pub tuning_wall_s: f64,
     /// The worker's `build_and_measure` result, when the model was measured.
-    pub end_to_end: Option<Value>,
+    pub end_to_end: Option<BuildResult>,
 }
 
 impl Report {
@@ -70,10 +70,10 @@ impl Report {
     /// untuned build's.
     pub fn check_outputs(&self) -> Result<(), String> {
         match &self.end_to_end {
-            Some(m) if m["outputs_match"] != json!(true) => Err(format!(
+            Some(m) if !m.outputs_match => Err(format!(
                 "{}: the tuned model's outputs differ from an untuned build's ({})",
                 self.model,
-                m["mismatch"].as_str().unwrap_or("no mismatch given")
+                m.mismatch.as_deref().unwrap_or("no mismatch given")
             )),
             _ => Ok(()),
         }
@@ -104,13 +104,13 @@ impl Report {
                 "seeds_failed": r.seeds_failed,
                 "trials": r.trials,
                 "best_latency_s": r.best_s,
-                "stopped": r.stopped,
+                "stopped": r.stopped.as_str(),
                 "wall_s": r.wall_s,
                 "records_written": r.written,
                 "seed_modes": r.seed_modes,
                 "cost_model_warm_samples": r.cost_model_warm,
                 "prior_trials": r.prior_trials,
-                "workload_hash": r.workload_hash,
+                "workload_hash": r.workload_hash.to_string(),
                 "seed_source": r.seed_source,
                 "history": r.history,
             })).collect::<Vec<_>>(),
@@ -119,7 +119,7 @@ impl Report {
                 "trials": self.total_trials(),
                 "tasks_by_tier": self.tasks_by_tier(),
             },
-            "end_to_end": self.end_to_end.clone().unwrap_or(Value::Null),
+            "end_to_end": self.end_to_end.as_ref().map_or(Value::Null, |m| json!(m)),
         })
     }
 }

@@ -40,6 +40,14 @@ fn decimal_u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
         .map_err(|_| serde::de::Error::custom(format!("not a decimal u64 hash: {s:?}")))
 }
 
+/// Hashes written back as the worker writes them: decimal strings.
+fn decimal_u64_map_ser<S: serde::Serializer>(
+    m: &BTreeMap<String, u64>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_map(m.iter().map(|(k, v)| (k, v.to_string())))
+}
+
 fn decimal_u64_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, u64>, D::Error> {
     let m = BTreeMap::<String, String>::deserialize(d)?;
     m.into_iter()
@@ -412,7 +420,7 @@ pub struct BuildRequest {
 }
 
 /// The tuned build's latency (milliseconds).
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Latency {
     pub mean: f64,
@@ -424,7 +432,7 @@ pub struct Latency {
 }
 
 /// The output check's tolerance: `|tuned - ref| <= atol_rel * max|ref| + rtol * |ref|`.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Tolerance {
     pub atol_rel: f64,
@@ -432,7 +440,7 @@ pub struct Tolerance {
 }
 
 /// How a task's record went into the build.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Applied {
     Exact,
@@ -443,7 +451,7 @@ pub enum Applied {
 }
 
 /// `build_and_measure`'s result.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct BuildResult {
     pub latency_ms: Latency,
@@ -461,12 +469,15 @@ pub struct BuildResult {
     /// The PrimFuncs `MetaScheduleApplyDatabase` replaced.
     pub scheduled: Vec<String>,
     /// Per task, its structural hash.
-    #[serde(deserialize_with = "decimal_u64_map")]
+    #[serde(
+        deserialize_with = "decimal_u64_map",
+        serialize_with = "decimal_u64_map_ser"
+    )]
     pub tasks: BTreeMap<String, u64>,
     pub wall_s: f64,
     /// Optional: sent only when the outputs differ (the output, how many elements, the
     /// bound, the worst element).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mismatch: Option<String>,
 }
 
