@@ -16,7 +16,6 @@ use tgc_cache::{
 use tgc_canonicalize::{extract_tasks, Task, TaskKey};
 use tgc_ir::Module;
 use tgc_passes::annotate_cache::DEFAULT_CANDIDATE_LIMIT;
-use tgc_passes::canonicalize::Canonicalize;
 use tgc_passes::partition::Partition;
 use tgc_passes::seeding::{plan, resolve_target, CandidateRef, SeedPlan, SeedPolicy};
 use tgc_passes::{Instrumentation, PassManager};
@@ -66,9 +65,10 @@ pub fn tune(
         Some(p) => p.clone(),
         None => Cache::default_path()?,
     };
+    // Keys come from extract_tasks (once per task); the canonicalize pass would only
+    // print them into the IR.
     let mut pm = PassManager::new(Instrumentation::default());
     pm.add(Box::new(Partition::default()));
-    pm.add(Box::new(Canonicalize));
     pm.run(&mut module, &mut std::io::sink())
         .map_err(|e| TuneError::Config(format!("{}: {e}", config.model_name)))?;
     let tasks = extract_tasks(&module);
