@@ -83,64 +83,14 @@ pub fn tune(
         message: format!("cannot create: {e}"),
     })?;
     observer.started(order.len());
-    let mut worker = Worker::start(WorkerConfig::new(work_dir.join("worker.log")))?;
-
-    // Key records by the software that measures them, and the target by TVM's canonical form.
-    let toolchain = toolchain_of(worker.versions());
-    if !toolchain.is_pinned() {
-        observer.warning(&format!(
-            "the TVM worker reports toolchain {toolchain} (TVM/tvm-ffi/LLVM), not the pinned {}; tuning with it, its cache records kept apart from the pinned toolchain's",
-            Toolchain::pinned()
-        ));
-    }
-    let target_json = worker
-        .canonical_target(&requested)
-        .map_err(|e| TuneError::Config(format!("target: {e}")))?;
-    let target = Target::from_json(&target_json).map_err(|e| TuneError::Config(e.to_string()))?;
-    let cache = if config.no_cache {
-        None
-    } else {
-        let mut c = Cache::open(&cache_path)?;
-        let moved = c.register_target(&spelled, &target, &toolchain)?;
-        if moved > 0 {
-            observer.warning(&format!(
-                "{}: {moved} records filed under the target spelling {spelled} now belong to TVM's canonical form {target}",
-                cache_path.display()
-            ));
-        }
-        Some(c)
-    };
-    let cost_model = match (&config.cost_model, config.no_cache) {
-        (CostModel::Cold, _) => None,
-        (CostModel::File(file), _) => Some(file.clone()),
-        (CostModel::Shared, true) => {
-            let file = work_dir.join(format!("cost-model-{}.tar", std::process::id()));
-            let _ = std::fs::remove_file(&file);
-            Some(file)
-        }
-        (CostModel::Shared, false) => {
-            Some(Cache::cost_model_path(&cache_path, &target, &toolchain))
-        }
-    };
-    let policy = SeedPolicy {
-        patience: if config.no_cache {
-            0
-        } else {
-            config.policy.patience
-        },
-        ..config.policy.clone()
-    };
-    let mut run = Run {
+    let mut run = Run::start(
         config,
-        policy,
-        worker,
-        cache,
-        target,
-        target_json,
-        toolchain,
-        cost_model,
+        &spelled,
+        &requested,
+        &cache_path,
         work_dir,
-    };
+        observer,
+    )?;
 
     let started = Instant::now();
     let mut reports = Vec::with_capacity(order.len());
@@ -238,6 +188,80 @@ struct Run<'a> {
     toolchain: Toolchain,
     cost_model: Option<PathBuf>,
     work_dir: PathBuf,
+}
+
+impl<'a> Run<'a> {
+    /// Starts the worker and settles what the run's records are keyed by: the worker's
+    /// toolchain and TVM's canonical form of the target (the spelling registered as its
+    /// alias in the cache), and where the cost model lives.
+    fn start(
+        config: &'a TuneConfig,
+        spelled: &Target,
+        requested: &Value,
+        cache_path: &std::path::Path,
+        work_dir: PathBuf,
+        observer: &mut dyn Observer,
+    ) -> Result<Run<'a>, TuneError> {
+        let mut worker = Worker::start(WorkerConfig::new(work_dir.join("worker.log")))?;
+
+        // Key records by the software that measures them, and the target by TVM's canonical form.
+        let toolchain = toolchain_of(worker.versions());
+        if !toolchain.is_pinned() {
+            observer.warning(&format!(
+                "the TVM worker reports toolchain {toolchain} (TVM/tvm-ffi/LLVM), not the pinned {}; tuning with it, its cache records kept apart from the pinned toolchain's",
+                Toolchain::pinned()
+            ));
+        }
+        let target_json = worker
+            .canonical_target(requested)
+            .map_err(|e| TuneError::Config(format!("target: {e}")))?;
+        let target =
+            Target::from_json(&target_json).map_err(|e| TuneError::Config(e.to_string()))?;
+        let cache = if config.no_cache {
+            None
+        } else {
+            let mut c = Cache::open(cache_path)?;
+            let moved = c.register_target(spelled, &target, &toolchain)?;
+            if moved > 0 {
+                observer.warning(&format!(
+                    "{}: {moved} records filed under the target spelling {spelled} now belong to TVM's canonical form {target}",
+                    cache_path.display()
+                ));
+            }
+            Some(c)
+        };
+        let cost_model = match (&config.cost_model, config.no_cache) {
+            (CostModel::Cold, _) => None,
+            (CostModel::File(file), _) => Some(file.clone()),
+            (CostModel::Shared, true) => {
+                let file = work_dir.join(format!("cost-model-{}.tar", std::process::id()));
+                let _ = std::fs::remove_file(&file);
+                Some(file)
+            }
+            (CostModel::Shared, false) => {
+                Some(Cache::cost_model_path(cache_path, &target, &toolchain))
+            }
+        };
+        let policy = SeedPolicy {
+            patience: if config.no_cache {
+                0
+            } else {
+                config.policy.patience
+            },
+            ..config.policy.clone()
+        };
+        Ok(Run {
+            config,
+            policy,
+            worker,
+            cache,
+            target,
+            target_json,
+            toolchain,
+            cost_model,
+            work_dir,
+        })
+    }
 }
 
 impl Run<'_> {
