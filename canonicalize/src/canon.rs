@@ -17,9 +17,11 @@
 //!
 //! Ties left after refinement are values that refinement cannot tell apart. For the DAGs of
 //! fused tasks these are automorphic (e.g. the two operands of `add(%p, %q)` with equal
-//! types), so any tie order gives the same bytes. Refinement can in theory leave ties between
-//! non-automorphic values (regular graphs), where two isomorphic functions could then get
-//! different keys; a missed cache hit, never a wrong one.
+//! types). Ties are split one at a time (individualization, then refinement again, see
+//! [`individualize`]), so that two tie classes that depend on each other are ordered
+//! consistently. Refinement can in theory leave ties between non-automorphic values (regular
+//! graphs), where two isomorphic functions could then get different keys; a missed cache
+//! hit, never a wrong one.
 
 use crate::level::{encode_attrs, encode_type, Level};
 use std::cmp::Reverse;
@@ -118,9 +120,8 @@ fn count_classes(colors: &[Color], live: &[ValueId]) -> usize {
     v.len()
 }
 
-/// Refines colours to a stable partition (see the module docs).
-fn refine(f: &Function, level: Level) -> Vec<Color> {
-    let mut colors = initial_colors(f, level);
+/// Refines `colors` to a stable partition (see the module docs).
+fn refine(f: &Function, mut colors: Vec<Color>) -> Vec<Color> {
     let live: Vec<ValueId> = f
         .params
         .iter()
@@ -250,9 +251,46 @@ pub fn dataflow_colors(f: &Function) -> Vec<u64> {
     out
 }
 
+/// Splits the ties refinement leaves: the tied class of smallest colour gives one member
+/// (the first in the function) a colour of its own and refinement runs again, until every
+/// value has its own colour. Independent tie classes are coupled this way (two equal
+/// parameters read by two equal bindings: which binding reads which parameter follows from
+/// which parameter was picked), so automorphic ties, whichever member is picked, give the
+/// same bytes.
+fn individualize(f: &Function, mut colors: Vec<Color>) -> Vec<Color> {
+    let live: Vec<ValueId> = f
+        .params
+        .iter()
+        .copied()
+        .chain(f.bindings.iter().flat_map(|b| b.results.iter().copied()))
+        .collect();
+    loop {
+        let mut seen: HashMap<Color, ValueId> = HashMap::with_capacity(live.len());
+        let mut tied: Option<(Color, ValueId)> = None;
+        for &v in &live {
+            let c = colors[v.index()];
+            match seen.entry(c) {
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(v);
+                }
+                std::collections::hash_map::Entry::Occupied(e) => {
+                    if tied.is_none_or(|(t, _)| c < t) {
+                        tied = Some((c, *e.get()));
+                    }
+                }
+            }
+        }
+        let Some((c, v)) = tied else {
+            return colors;
+        };
+        colors[v.index()] = mix(&[c, 0x1d1d_1d1d_1d1d_1d1d]);
+        colors = refine(f, colors);
+    }
+}
+
 /// Computes the canonical order of `f` at `level`.
 pub fn canonical_order(f: &Function, level: Level) -> CanonicalOrder {
-    let colors = refine(f, level);
+    let colors = individualize(f, refine(f, initial_colors(f, level)));
     let mut params: Vec<usize> = (0..f.params.len()).collect();
     params.sort_by_key(|&i| (colors[f.params[i].index()], i));
 
