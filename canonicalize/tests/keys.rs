@@ -207,13 +207,23 @@ fn graph(f: &Function) -> DiGraph<String, String> {
         let mut keys: Vec<_> = op.with_defaults(&b.attrs).into_iter().collect();
         keys.sort_by(|a, b| a.0.cmp(&b.0));
         let n = g.add_node(format!("{} {:?} {}", op.name(), keys, f.ty(b.results[0])));
+        // VF2 does not take multigraphs: the edges from one operand (`add(%x, %x)`) become
+        // one edge labelled with all their slots.
+        let mut slots: Vec<(ValueId, Vec<String>)> = Vec::new();
         for (slot, v) in b.operands.iter().enumerate() {
             let label = if op.def().commutative {
                 "c".to_string()
             } else {
                 slot.to_string()
             };
-            g.add_edge(node[v], n, label);
+            match slots.iter_mut().find(|(u, _)| u == v) {
+                Some((_, labels)) => labels.push(label),
+                None => slots.push((*v, vec![label])),
+            }
+        }
+        for (v, mut labels) in slots {
+            labels.sort();
+            g.add_edge(node[&v], n, labels.join(","));
         }
         node.insert(b.results[0], n);
     }
