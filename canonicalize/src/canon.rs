@@ -120,27 +120,41 @@ fn count_classes(colors: &[Color], live: &[ValueId]) -> usize {
     v.len()
 }
 
-/// Refines `colors` to a stable partition (see the module docs).
-fn refine(f: &Function, mut colors: Vec<Color>) -> Vec<Color> {
-    let live: Vec<ValueId> = f
-        .params
-        .iter()
-        .copied()
-        .chain(f.bindings.iter().flat_map(|b| b.results.iter().copied()))
-        .collect();
-    // Uses of each value: (binding index, operand slot or u64::MAX for a commutative slot).
-    let mut uses: Vec<Vec<(usize, u64)>> = vec![Vec::new(); f.num_values()];
-    for (bi, b) in f.bindings.iter().enumerate() {
-        let comm = is_commutative(&b.callee);
-        for (slot, v) in b.operands.iter().enumerate() {
-            uses[v.index()].push((bi, if comm { u64::MAX } else { slot as u64 }));
+/// What refinement reads of a function besides the colours, computed once per function.
+struct Dataflow {
+    /// Parameters, then every binding result.
+    live: Vec<ValueId>,
+    /// Uses of each value: (binding index, operand slot or u64::MAX for a commutative slot).
+    uses: Vec<Vec<(usize, u64)>>,
+}
+
+impl Dataflow {
+    fn of(f: &Function) -> Dataflow {
+        let live = f
+            .params
+            .iter()
+            .copied()
+            .chain(f.bindings.iter().flat_map(|b| b.results.iter().copied()))
+            .collect();
+        let mut uses: Vec<Vec<(usize, u64)>> = vec![Vec::new(); f.num_values()];
+        for (bi, b) in f.bindings.iter().enumerate() {
+            let comm = is_commutative(&b.callee);
+            for (slot, v) in b.operands.iter().enumerate() {
+                uses[v.index()].push((bi, if comm { u64::MAX } else { slot as u64 }));
+            }
         }
+        for (k, r) in f.results.iter().enumerate() {
+            // A function result is used by "the return", at its position.
+            uses[r.index()].push((usize::MAX, k as u64));
+        }
+        Dataflow { live, uses }
     }
-    for (k, r) in f.results.iter().enumerate() {
-        // A function result is used by "the return", at its position.
-        uses[r.index()].push((usize::MAX, k as u64));
-    }
-    let mut classes = count_classes(&colors, &live);
+}
+
+/// Refines `colors` to a stable partition (see the module docs).
+fn refine(f: &Function, df: &Dataflow, mut colors: Vec<Color>) -> Vec<Color> {
+    let (live, uses) = (&df.live, &df.uses);
+    let mut classes = count_classes(&colors, live);
     // Each round can only split classes; at most |values| rounds are ever needed.
     for _ in 0..live.len().max(1) {
         // Colour of each binding = mix of its first result's colour and its operand colours.
@@ -159,7 +173,7 @@ fn refine(f: &Function, mut colors: Vec<Color>) -> Vec<Color> {
             })
             .collect();
         let mut next = colors.clone();
-        for v in &live {
+        for v in live {
             let mut ctx: Vec<u64> = uses[v.index()]
                 .iter()
                 .map(|&(bi, slot)| {
@@ -188,7 +202,7 @@ fn refine(f: &Function, mut colors: Vec<Color>) -> Vec<Color> {
                 next[r.index()] = mix(&parts);
             }
         }
-        let n = count_classes(&next, &live);
+        let n = count_classes(&next, live);
         colors = next;
         if n == classes {
             break;
@@ -257,17 +271,11 @@ pub fn dataflow_colors(f: &Function) -> Vec<u64> {
 /// parameters read by two equal bindings: which binding reads which parameter follows from
 /// which parameter was picked), so automorphic ties, whichever member is picked, give the
 /// same bytes.
-fn individualize(f: &Function, mut colors: Vec<Color>) -> Vec<Color> {
-    let live: Vec<ValueId> = f
-        .params
-        .iter()
-        .copied()
-        .chain(f.bindings.iter().flat_map(|b| b.results.iter().copied()))
-        .collect();
+fn individualize(f: &Function, df: &Dataflow, mut colors: Vec<Color>) -> Vec<Color> {
     loop {
-        let mut seen: HashMap<Color, ValueId> = HashMap::with_capacity(live.len());
+        let mut seen: HashMap<Color, ValueId> = HashMap::with_capacity(df.live.len());
         let mut tied: Option<(Color, ValueId)> = None;
-        for &v in &live {
+        for &v in &df.live {
             let c = colors[v.index()];
             match seen.entry(c) {
                 std::collections::hash_map::Entry::Vacant(e) => {
@@ -284,13 +292,14 @@ fn individualize(f: &Function, mut colors: Vec<Color>) -> Vec<Color> {
             return colors;
         };
         colors[v.index()] = mix(&[c, 0x1d1d_1d1d_1d1d_1d1d]);
-        colors = refine(f, colors);
+        colors = refine(f, df, colors);
     }
 }
 
 /// Computes the canonical order of `f` at `level`.
 pub fn canonical_order(f: &Function, level: Level) -> CanonicalOrder {
-    let colors = individualize(f, refine(f, initial_colors(f, level)));
+    let df = Dataflow::of(f);
+    let colors = individualize(f, &df, refine(f, &df, initial_colors(f, level)));
     let mut params: Vec<usize> = (0..f.params.len()).collect();
     params.sort_by_key(|&i| (colors[f.params[i].index()], i));
 
