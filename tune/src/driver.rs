@@ -298,15 +298,9 @@ impl Run<'_> {
             patience_rounds: seed_plan.patience.max(0) as u64,
             exact_tolerance: seed_plan.tolerance,
             cached_latency_s: seed_plan.cached_latency_s,
-            top_k: None,
-            seed: None,
-            builder_timeout_s: None,
-            runner_timeout_s: None,
-            runner: None,
             evolutionary: Some(json!({ "population_size": self.config.population })),
-            cost_model: None,
             cost_model_file: self.cost_model.clone(),
-            cost_model_max_samples: None,
+            ..TuneRequest::default()
         })?;
         let best = result.records.first().map(|r| r.trace.clone());
         let effort = effort(&seed_plan, &refs, &result);

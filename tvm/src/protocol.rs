@@ -265,8 +265,10 @@ pub enum CostModelKind {
 }
 
 /// `tune`'s params. The first fields are required by the worker; the `Option`s are the
-/// documented optional ones (absent: the worker's default, PROTOCOL.md's table).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// documented optional ones (absent: the worker's default, PROTOCOL.md's table). `Default`
+/// exists so that callers can fill the optional fields with `..TuneRequest::default()`; the
+/// required ones must always be set.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct TuneRequest {
     pub task: Value,
     pub target: Value,
