@@ -313,6 +313,14 @@ pub struct TuneRequest {
     /// Optional (worker default 4096).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost_model_max_samples: Option<u64>,
+    /// Optional: how many of the best records get fresh timing runs before they are
+    /// returned (worker default 3; 0 turns re-measuring off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remeasure_top: Option<u64>,
+    /// Optional: fresh timing runs per re-measured record and for the exact-hit seed
+    /// (worker default 5, at least 3).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remeasure_repeats: Option<u64>,
 }
 
 /// Where a tuning record came from.
@@ -329,9 +337,30 @@ pub enum RecordOrigin {
 pub struct TuneRecord {
     /// Trace JSON with its postprocessing instructions.
     pub trace: Value,
+    /// The fresh runs when `remeasured`, else the search's measurement(s).
     pub run_secs: Vec<f64>,
-    pub mean_s: f64,
+    /// The median of `run_secs` (the field was `mean_s` before re-measuring).
+    #[serde(alias = "mean_s")]
+    pub median_s: f64,
+    /// `(max - min) / median` of `run_secs`; 0 for a single run.
+    pub spread: f64,
+    /// Whether `run_secs` are `remeasure_repeats` fresh runs after the search.
+    pub remeasured: bool,
     pub origin: RecordOrigin,
+}
+
+/// The timing settings a `tune` call measured with.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunnerSettings {
+    /// `EvaluatorConfig` of the search's measurements.
+    pub number: u64,
+    pub repeat: u64,
+    pub min_repeat_ms: u64,
+    pub enable_cpu_cache_flush: bool,
+    /// Records re-measured at the end, and fresh runs (repeats) per re-measurement.
+    pub remeasure_top: u64,
+    pub remeasure_repeats: u64,
 }
 
 /// One measured batch of a `tune` call (the seed batch included).
@@ -345,6 +374,13 @@ pub struct TuneRound {
     /// The best mean latency so far; `null` while nothing measured successfully.
     #[serde(deserialize_with = "nullable")]
     pub best_s: Option<f64>,
+    /// Seconds of this round in candidate generation (seeds' replay or the evolutionary
+    /// search, cost-model predictions included), building, running (re-measuring the
+    /// exact-hit seed included), and the cost model's update.
+    pub search_s: f64,
+    pub build_s: f64,
+    pub run_s: f64,
+    pub cost_model_s: f64,
 }
 
 /// `tune`'s cost-model warm start and save.
@@ -378,11 +414,16 @@ pub struct TuneResult {
     pub seed_best_s: Option<f64>,
     pub trials: Trials,
     pub rounds: u64,
-    /// The first record's `mean_s`; `null` when nothing measured successfully.
+    /// The first record's `median_s`; `null` when nothing measured successfully.
     #[serde(deserialize_with = "nullable")]
     pub best_s: Option<f64>,
     pub stopped: StopReason,
     pub history: Vec<TuneRound>,
+    pub runner: RunnerSettings,
+    /// The median of the exact seed's re-measurement that the exact-hit check compared
+    /// with `cached_latency_s`; `null` when no such check ran.
+    #[serde(deserialize_with = "nullable")]
+    pub exact_seed_remeasured_s: Option<f64>,
     pub cost_model: CostModelReport,
     pub wall_s: f64,
 }
@@ -491,12 +532,17 @@ mod tests {
     fn tune_result() -> Value {
         json!({
             "task": "t", "structural_hash": "18446744073709551615",
-            "records": [{"trace": [[], []], "run_secs": [1e-4], "mean_s": 1e-4, "origin": "seed"}],
+            "records": [{"trace": [[], []], "run_secs": [1e-4, 1.1e-4, 0.9e-4], "median_s": 1e-4,
+                         "spread": 0.2, "remeasured": true, "origin": "seed"}],
             "seeds_tried": 1, "seeds_failed": 0, "seeds_duplicate": 0, "seeds_skipped": 0,
             "seeds_measured": 1, "seed_modes": {"exact": 1}, "seed_errors": [],
             "seed_best_s": 1e-4, "trials": 1, "rounds": 1, "best_s": null,
             "stopped": "exact_hit",
-            "history": [{"elapsed_s": 1.0, "trials": 1, "best_s": null}],
+            "history": [{"elapsed_s": 1.0, "trials": 1, "best_s": null, "search_s": 0.1,
+                         "build_s": 0.3, "run_s": 0.2, "cost_model_s": 0.0}],
+            "runner": {"number": 3, "repeat": 1, "min_repeat_ms": 100,
+                       "enable_cpu_cache_flush": false, "remeasure_top": 3, "remeasure_repeats": 5},
+            "exact_seed_remeasured_s": 1e-4,
             "cost_model": {"warm_samples": 0, "saved_samples": 0, "errors": []},
             "wall_s": 2.0
         })
@@ -514,6 +560,11 @@ mod tests {
         assert_eq!(r.seed_modes[&ReplayMode::Exact], 1);
         assert_eq!(r.records[0].origin, RecordOrigin::Seed);
         assert_eq!(r.best_s, None);
+        assert_eq!(r.records[0].median_s, 1e-4);
+        assert!(r.records[0].remeasured);
+        assert_eq!(r.runner.remeasure_repeats, 5);
+        assert_eq!(r.history[0].build_s, 0.3);
+        assert_eq!(r.exact_seed_remeasured_s, Some(1e-4));
     }
 
     #[test]
@@ -599,6 +650,8 @@ mod tests {
             cost_model: Some(CostModelKind::Random),
             cost_model_file: None,
             cost_model_max_samples: None,
+            remeasure_top: None,
+            remeasure_repeats: None,
         };
         let v = serde_json::to_value(&r).unwrap();
         let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();

@@ -570,6 +570,8 @@ mod tests {
             cost_model: Some(CostModelKind::Random),
             cost_model_file: None,
             cost_model_max_samples: None,
+            remeasure_top: None,
+            remeasure_repeats: Some(3),
         }
     }
 
@@ -669,7 +671,7 @@ mod tests {
         assert!(first.trials >= 1 && first.trials <= 4, "{first:?}");
         assert!(!first.records.is_empty(), "{first:?}");
         assert_eq!(first.history.last().map(|r| r.trials), Some(first.trials));
-        assert_eq!(first.best_s, Some(first.records[0].mean_s));
+        assert_eq!(first.best_s, Some(first.records[0].median_s));
         let seeds: Vec<Seed> = first
             .records
             .iter()
@@ -689,7 +691,7 @@ mod tests {
         assert_strict::<TuneResult>("tune", &raw, &["stopped"]);
         assert_strict::<TuneResult>("tune", &raw, &["seed_best_s"]);
         assert_strict::<TuneResult>("tune", &raw, &["history", "0", "best_s"]);
-        assert_strict::<TuneResult>("tune", &raw, &["records", "0", "mean_s"]);
+        assert_strict::<TuneResult>("tune", &raw, &["records", "0", "median_s"]);
         assert_strict::<TuneResult>("tune", &raw, &["cost_model", "warm_samples"]);
 
         // the whole "model": one call of the task, built with its best record
@@ -791,6 +793,8 @@ mod agreement {
             cost_model: some.then_some(CostModelKind::Xgb),
             cost_model_file: some.then(|| "/c".into()),
             cost_model_max_samples: some.then_some(1),
+            remeasure_top: some.then_some(1),
+            remeasure_repeats: some.then_some(3),
         };
         let build = |some: bool| BuildRequest {
             module: json!({}),

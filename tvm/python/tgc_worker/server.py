@@ -56,6 +56,8 @@ PARAMS = {
             "cost_model",
             "cost_model_file",
             "cost_model_max_samples",
+            "remeasure_top",
+            "remeasure_repeats",
         ),
     ),
     "build_and_measure": (
@@ -388,5 +390,9 @@ def main() -> int:
         out.flush()
         if not keep:
             break
+    # the tune builder's and runner's processes (tgc_worker.pool), when tune ever ran
+    pool = sys.modules.get(__package__ + ".pool")
+    if pool is not None:
+        pool.shutdown_all()
     _log("exiting")
     return 0

@@ -12,11 +12,12 @@ import tvm_ffi
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate, PySearchStrategy
 
 from .errors import WorkerError
 from .replay import replay
-from .tvmutil import make_context, trace_to_json
+from .tvmutil import make_context, physical_cores, target_num_cores, trace_to_json
 
 
 def _log(msg: str) -> None:
@@ -27,6 +28,66 @@ def _mean(run_secs) -> float:
     vals = [float(x) for x in (run_secs or [])]
     vals = [v for v in vals if v < 1e9]
     return sum(vals) / len(vals) if vals else math.inf
+
+
+def _median(vals) -> float:
+    vals = sorted(float(v) for v in vals)
+    n = len(vals)
+    if n == 0:
+        return math.inf
+    return vals[n // 2] if n % 2 else 0.5 * (vals[n // 2 - 1] + vals[n // 2])
+
+
+def _spread(vals) -> float:
+    """(max - min) / median of the valid runs; 0 for one run."""
+    vals = [float(v) for v in (vals or []) if float(v) < 1e9]
+    med = _median(vals)
+    if not vals or med <= 0 or med == math.inf:
+        return 0.0
+    return (max(vals) - min(vals)) / med
+
+
+class Remeasurer:
+    """Fresh timing runs of chosen schedules: `repeats` runs each (EvaluatorConfig.repeat),
+    with the search's `number`, `min_repeat_ms` and cache flush; built and measured by the
+    worker's persistent builder and runner."""
+
+    def __init__(self, builder, runner, target, search_evaluator, repeats: int):
+        self.builder = builder
+        self.runner = runner
+        self.target = target
+        self.repeats = repeats
+        ev = search_evaluator
+        self.evaluator = ms.runner.EvaluatorConfig(
+            number=ev.number,
+            repeat=repeats,
+            min_repeat_ms=ev.min_repeat_ms,
+            enable_cpu_cache_flush=ev.enable_cpu_cache_flush,
+        )
+        # trace JSON text -> fresh run_secs, so that a schedule is re-measured once per call
+        self.fresh: dict[str, list[float]] = {}
+
+    def measure(self, items):
+        """items: [(key, mod, args_info)] -> [run_secs or None] (None: build or run failed)."""
+        from .pool import build_and_measure_mods
+
+        out: list = [None] * len(items)
+        todo = []
+        for i, (key, mod, args) in enumerate(items):
+            if key in self.fresh:
+                out[i] = self.fresh[key]
+            else:
+                todo.append((i, key, mod, args))
+        if todo:
+            res = build_and_measure_mods(
+                self.builder, self.runner, [(m, a) for _, _, m, a in todo], self.target, self.evaluator
+            )
+            for (i, key, _, _), (secs, err) in zip(todo, res):
+                if secs is not None and _mean(secs) < math.inf:
+                    self.fresh[key] = out[i] = secs
+                else:
+                    _log(f"re-measurement failed: {str(err).splitlines()[-1] if err else 'invalid run_secs'}")
+        return out
 
 
 class TuneState:
@@ -49,6 +110,12 @@ class TuneState:
         self.seeds_duplicate = 0
         self.seeds_skipped = 0
         self.seed_errors: list[str] = []
+        # per-round seconds: candidate generation, building, running, cost-model update
+        self.search_s = 0.0
+        self.cost_model_s = 0.0
+        self.build_mark = 0.0  # builder.seconds / runner.seconds when the round started
+        self.run_mark = 0.0
+        self.exact_seed_remeasured_s: float | None = None
 
 
 @derived_object
@@ -68,8 +135,10 @@ class SeededSearch(PySearchStrategy):
         cached_latency_s: float | None,
         exact_tolerance: float,
         state: TuneState,
+        remeasurer: Remeasurer | None = None,
     ):
         self.inner = inner
+        self.remeasurer = remeasurer
         self.seeds = seeds
         self.max_trials = max_trials
         self.patience_rounds = patience_rounds
@@ -101,6 +170,7 @@ class SeededSearch(PySearchStrategy):
             self.cached_latency_s,
             self.exact_tolerance,
             TuneState(),
+            self.remeasurer,
         )
 
     # ---- seeds
@@ -136,6 +206,13 @@ class SeededSearch(PySearchStrategy):
         return cands
 
     def generate_measure_candidates(self):
+        t0 = time.perf_counter()
+        try:
+            return self._generate()
+        finally:
+            self.state.search_s += time.perf_counter() - t0
+
+    def _generate(self):
         st = self.state
         if st.stopped:
             return None
@@ -159,6 +236,20 @@ class SeededSearch(PySearchStrategy):
             return None
         cands = list(cands)
         return cands[:remaining]
+
+    def _close_round_timing(self) -> None:
+        """Put this round's search, build and run seconds into its history entry (the cost
+        model's update comes after, from CostModelTimer)."""
+        st = self.state
+        h = st.history[-1]
+        b = self.remeasurer.builder.seconds if self.remeasurer else 0.0
+        r = self.remeasurer.runner.seconds if self.remeasurer else 0.0
+        h["search_s"] = round(st.search_s, 4)
+        h["build_s"] = round(b - st.build_mark, 4)
+        h["run_s"] = round(r - st.run_mark, 4)
+        h["cost_model_s"] = 0.0
+        st.search_s, st.build_mark, st.run_mark = 0.0, b, r
+        h["elapsed_s"] = round(time.time() - st.t0, 3)
 
     def notify_runner_results(self, measure_candidates, results) -> None:
         self.inner.notify_runner_results(measure_candidates, results)
@@ -184,19 +275,31 @@ class SeededSearch(PySearchStrategy):
             self.seed_batch = None
             st.seeds_measured = len(results)
             st.seed_best_s = batch_best
-            exact = [m for m, mode in zip(means, modes) if mode == "exact"]
-            best_exact = min(exact) if exact else math.inf
-            if (
-                self.cached_latency_s is not None
-                and best_exact < math.inf
-                and best_exact <= self.cached_latency_s * (1.0 + self.exact_tolerance)
-            ):
-                st.stopped = "exact_hit"
-            _log(
-                f"{self.ctx.task_name}: seeds measured, best {batch_best:.3e} s"
-                + (f" (exact hit vs cached {self.cached_latency_s:.3e} s)" if st.stopped else "")
-            )
+            exact = [
+                (m, c) for m, c, mode in zip(means, measure_candidates, modes) if mode == "exact"
+            ]
+            exact = [x for x in exact if x[0] < math.inf]
+            if self.cached_latency_s is not None and exact:
+                # like with like: the cached latency is the median of a re-measurement, so
+                # the best exact seed is re-measured the same way before comparing
+                _, cand = min(exact, key=lambda x: x[0])
+                key = json.dumps(trace_to_json(cand.sch.trace))
+                med = math.inf
+                if self.remeasurer is not None:
+                    (secs,) = self.remeasurer.measure([(key, cand.sch.mod, list(cand.args_info))])
+                    med = _median(secs) if secs else math.inf
+                if med < math.inf:
+                    st.exact_seed_remeasured_s = med
+                if med <= self.cached_latency_s * (1.0 + self.exact_tolerance):
+                    st.stopped = "exact_hit"
+                _log(
+                    f"{self.ctx.task_name}: exact seed re-measured {med:.3e} s vs cached "
+                    f"{self.cached_latency_s:.3e} s: {'hit' if st.stopped else 'no hit'}"
+                )
+            self._close_round_timing()
+            _log(f"{self.ctx.task_name}: seeds measured, best {batch_best:.3e} s")
             return
+        self._close_round_timing()
         st.stale_rounds = 0 if improved else st.stale_rounds + 1
         _log(
             f"{self.ctx.task_name}: round {st.rounds}, {st.trials} trials, "
@@ -206,6 +309,27 @@ class SeededSearch(PySearchStrategy):
             st.stopped = "patience"
         elif st.trials >= self.max_trials:
             st.stopped = "budget"
+
+
+@derived_object
+class CostModelTimer(PyMeasureCallback):
+    """MetaSchedule's UpdateCostModel callback, timed: its seconds go into the history entry
+    of the round just measured (the search strategy is notified before the callbacks run)."""
+
+    def __init__(self, state: TuneState):
+        super().__init__()
+        self.inner = ms.measure_callback.UpdateCostModel()
+        self.state = state
+
+    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
+        t0 = time.perf_counter()
+        self.inner.apply(task_scheduler, task_id, measure_candidates, builder_results, runner_results)
+        dt = time.perf_counter() - t0
+        st = self.state
+        if st.history:
+            h = st.history[-1]
+            h["cost_model_s"] = round(h.get("cost_model_s", 0.0) + dt, 4)
+            h["elapsed_s"] = round(time.time() - st.t0, 3)
 
 
 def _int_param(params, name, default, lo=None, hi=None, task=None):
@@ -251,6 +375,8 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
     if cost_model_file is not None and (not isinstance(cost_model_file, str) or not cost_model_file):
         raise WorkerError("bad_params", "cost_model_file must be a path", task)
     max_samples = _int_param(params, "cost_model_max_samples", 4096, 1, None, task)
+    remeasure_top = _int_param(params, "remeasure_top", 3, 0, None, task)
+    remeasure_repeats = _int_param(params, "remeasure_repeats", 5, 3, None, task)
     if not isinstance(evo, dict) or not isinstance(runner_cfg, dict):
         raise WorkerError("bad_params", "evolutionary and runner must be objects", task)
     if cost_model_kind not in ("xgb", "random"):
@@ -261,23 +387,25 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
         inner = ms.search_strategy.EvolutionarySearch(**evo)
     except TypeError as e:
         raise WorkerError("bad_params", f"evolutionary: {e}", task)
-    state = TuneState(t0)
-    strategy = SeededSearch(inner, seeds, max_trials, patience, cached, tol, state)
-    from tvm.s_tir.meta_schedule.logging import get_loggers_from_work_dir
-
-    logger = get_loggers_from_work_dir(work_dir, [task])[0]
-    ctx = make_context(lt.workload, target, task, seed=seed, strategy=strategy, logger=logger)
-    num_cores = ctx.num_threads
     try:
-        evaluator = ms.runner.EvaluatorConfig(**runner_cfg)
+        evaluator = ms.runner.EvaluatorConfig._normalized(ms.runner.EvaluatorConfig(**runner_cfg))
     except TypeError as e:
         raise WorkerError("bad_params", f"runner: {e}", task)
-    from .build_worker import build as f_build
+    from tvm.s_tir.meta_schedule.logging import get_loggers_from_work_dir
 
-    builder = ms.builder.LocalBuilder(
-        max_workers=num_cores, timeout_sec=builder_timeout, f_build=f_build
+    from . import pool
+
+    state = TuneState(t0)
+    logger = get_loggers_from_work_dir(work_dir, [task])[0]
+    num_cores = target_num_cores(target) or physical_cores()
+    builder = pool.get_builder(num_cores, builder_timeout)
+    runner = pool.get_runner(runner_timeout, evaluator)
+    remeasurer = Remeasurer(builder, runner, target, evaluator, remeasure_repeats)
+    state.build_mark, state.run_mark = builder.seconds, runner.seconds
+    strategy = SeededSearch(inner, seeds, max_trials, patience, cached, tol, state, remeasurer)
+    ctx = make_context(
+        lt.workload, target, task, seed=seed, num_threads=num_cores, strategy=strategy, logger=logger
     )
-    runner = ms.runner.LocalRunner(timeout_sec=runner_timeout, evaluator_config=evaluator)
     database = ms.database.MemoryDatabase()
     cost_model = ms.cost_model.CostModel.create(
         cost_model_kind, **({"num_tuning_cores": num_cores} if cost_model_kind == "xgb" else {})
@@ -300,6 +428,12 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
         runner=runner,
         database=database,
         cost_model=cost_model,
+        # MetaSchedule's default list, with the cost-model update timed
+        measure_callbacks=[
+            ms.measure_callback.AddToDatabase(),
+            ms.measure_callback.RemoveBuildArtifact(),
+            CostModelTimer(state),
+        ],
         task_scheduler="round-robin",
     )
     if state.stopped is None:
@@ -312,21 +446,41 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
         if saved["error"]:
             _log(saved["error"])
     workload = database.commit_workload(lt.workload)
-    records = []
+    found = []
     for rec in database.get_top_k(workload, top_k):
-        tj = trace_to_json(rec.trace)
         run_secs = [float(x) for x in (rec.run_secs or [])]
         if _mean(run_secs) == math.inf:
             continue
-        records.append(
-            {
-                "trace": tj,
-                "run_secs": run_secs,
-                "mean_s": _mean(run_secs),
-                "origin": "seed" if json.dumps(tj) in state.seed_trace_keys else "search",
-            }
+        found.append((rec, trace_to_json(rec.trace), run_secs))
+    # honest latencies: the best `remeasure_top` records get `remeasure_repeats` fresh runs
+    # each (the exact seed's re-measurement above is reused), and their median
+    from tvm.s_tir import Schedule
+
+    items = []
+    for rec, tj, _ in found[:remeasure_top]:
+        sch = Schedule(lt.workload, seed=1, debug_mask=0, error_render_level="none")
+        rec.trace.apply_to_schedule(sch, remove_postproc=False)
+        args = list(rec.args_info) if rec.args_info is not None else ArgInfo.from_entry_func(
+            sch.mod, remove_preproc=True
         )
-    best = records[0]["mean_s"] if records else None
+        items.append((json.dumps(tj), sch.mod, args))
+    fresh = remeasurer.measure(items) if items else []
+    remeasured, kept = [], []
+    for i, (rec, tj, run_secs) in enumerate(found):
+        secs = fresh[i] if i < len(fresh) else None
+        entry = {
+            "trace": tj,
+            "run_secs": secs if secs is not None else run_secs,
+            "median_s": _median([v for v in (secs or run_secs) if v < 1e9]),
+            "spread": _spread(secs or run_secs),
+            "remeasured": secs is not None,
+            "origin": "seed" if json.dumps(tj) in state.seed_trace_keys else "search",
+        }
+        (remeasured if secs is not None else kept).append(entry)
+    # re-measured first (by median), then the rest in the search's order
+    remeasured.sort(key=lambda e: e["median_s"])
+    records = remeasured + kept
+    best = records[0]["median_s"] if records else None
     return {
         "task": task,
         "structural_hash": lt.structural_hash,
@@ -344,6 +498,15 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
         "best_s": best,
         "stopped": state.stopped,
         "history": state.history,
+        "runner": {
+            "number": int(evaluator.number),
+            "repeat": int(evaluator.repeat),
+            "min_repeat_ms": int(evaluator.min_repeat_ms),
+            "enable_cpu_cache_flush": bool(evaluator.enable_cpu_cache_flush),
+            "remeasure_top": remeasure_top,
+            "remeasure_repeats": remeasure_repeats,
+        },
+        "exact_seed_remeasured_s": state.exact_seed_remeasured_s,
         "cost_model": {
             "warm_samples": warm["samples"],
             "saved_samples": saved["samples"],

@@ -1,0 +1,175 @@
+"""The worker's persistent builder and runner (tgc_worker.pool), per-round timings and
+re-measured latencies, in this process (real TVM, tiny budgets: about a minute)."""
+
+import os
+import statistics
+import sys
+import tempfile
+import unittest
+from unittest import mock
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+# the pools' processes unpickle tgc_worker.build_worker: let them import it
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [os.path.dirname(HERE)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+)
+
+from tasks import LLVM, matmul_task  # noqa: E402
+
+TINY = {
+    "seeds": [],
+    "max_trials": 4,
+    "trials_per_round": 4,
+    "patience_rounds": 0,
+    "exact_tolerance": 0.05,
+    "evolutionary": {"population_size": 16, "genetic_num_iters": 1, "init_min_unmeasured": 8},
+    "runner": {"number": 2, "repeat": 1, "min_repeat_ms": 0},
+    "cost_model": "random",
+    "remeasure_top": 2,
+    "remeasure_repeats": 3,
+}
+KEYS = ("search_s", "build_s", "run_s", "cost_model_s")
+
+
+class TestTunePool(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="tgc-pool-test-")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def tune(self, task, seeds=(), **params):
+        from tgc_worker.server import _task_and_target, _traces
+        from tgc_worker.tune import tune_task
+
+        p = {**TINY, "task": task, "target": LLVM, "seeds": list(seeds), **params}
+        p.setdefault("work_dir", os.path.join(self.tmp.name, f"{task['name']}-{id(p)}"))
+        lt, target = _task_and_target(p)
+        return tune_task(lt, target, p, _traces(p, "seeds", task["name"]))
+
+    def test_pool_is_reused_across_tune_calls_and_rounds_are_timed(self):
+        from tgc_worker import pool
+
+        first = self.tune(matmul_task("pool_a", m=16, k=32, n=16))
+        builder, runner = pool._BUILDER, pool._RUNNER
+        executor, run_executor = builder.pool, runner.pool
+        pids, run_pids = builder.pids(), runner.pids()
+        self.assertTrue(pids and run_pids)
+        builds = builder.builds
+        second = self.tune(
+            matmul_task("pool_b", m=32, k=16, n=16), max_trials=8, patience_rounds=0
+        )
+        # the same builder, executor and processes served both calls
+        self.assertIs(pool._BUILDER, builder)
+        self.assertIs(pool._RUNNER, runner)
+        self.assertIs(builder.pool, executor)
+        self.assertIs(runner.pool, run_executor)
+        self.assertEqual(builder.pids(), pids)
+        self.assertEqual(runner.pids(), run_pids)
+        self.assertEqual((builder.pools_started, runner.pools_started), (1, 1))
+        self.assertGreaterEqual(builder.builds - builds, second["trials"])
+
+        for r in (first, second):
+            h = r["history"]
+            self.assertEqual(len(h), r["rounds"])
+            for e in h:
+                self.assertTrue(all(e[k] >= 0 for k in KEYS), e)
+                self.assertGreater(e["build_s"], 0)
+                self.assertGreater(e["run_s"], 0)
+            self.assertLessEqual(sum(e[k] for e in h for k in KEYS), h[-1]["elapsed_s"])
+            self.assertLessEqual(h[-1]["elapsed_s"], r["wall_s"])
+            # honest latencies: the best two re-measured with 3 fresh runs, the rest flagged
+            recs = r["records"]
+            self.assertGreaterEqual(len(recs), 3, r)
+            for x in recs[:2]:
+                self.assertTrue(x["remeasured"])
+                self.assertEqual(len(x["run_secs"]), 3)
+                self.assertEqual(x["median_s"], statistics.median(x["run_secs"]))
+                lo, hi = min(x["run_secs"]), max(x["run_secs"])
+                self.assertAlmostEqual(x["spread"], (hi - lo) / x["median_s"], places=9)
+            self.assertLessEqual(recs[0]["median_s"], recs[1]["median_s"])
+            for x in recs[2:]:
+                self.assertFalse(x["remeasured"])
+                self.assertEqual(len(x["run_secs"]), 1)
+            self.assertEqual(r["best_s"], recs[0]["median_s"])
+            self.assertEqual(
+                r["runner"],
+                {"number": 2, "repeat": 1, "min_repeat_ms": 0, "enable_cpu_cache_flush": False,
+                 "remeasure_top": 2, "remeasure_repeats": 3},
+            )
+
+    def test_builder_recycles_processes_and_errors_are_failed_candidates(self):
+        import tvm
+        from tvm.s_tir.meta_schedule.builder import BuilderInput
+
+        from tgc_worker.pool import TrialBuilder
+        from tgc_worker.server import _task_and_target
+
+        lt, target = _task_and_target({"task": matmul_task("pool_c", m=8, k=8, n=8), "target": LLVM})
+        good = BuilderInput(lt.workload, target)
+        # LLVM rejects the triple: the build raises in the pool's process
+        bad = BuilderInput(
+            lt.workload, tvm.target.Target({"kind": "llvm", "num-cores": 2, "mtriple": "bogus-none-x"})
+        )
+        b = TrialBuilder(1, 120.0, builds_per_process=2)
+        try:
+            pids = []
+            for inp in (good, bad, good, good):
+                (res,) = b.build([inp])
+                pids.append(b.pids())
+                if inp is bad:
+                    self.assertIsNone(res.artifact_path)
+                    self.assertIn("TrialBuilder: An exception occurred", res.error_msg)
+                else:
+                    self.assertIsNone(res.error_msg)
+                    self.assertTrue(os.path.exists(str(res.artifact_path)))
+                    import shutil
+
+                    shutil.rmtree(os.path.dirname(str(res.artifact_path)), ignore_errors=True)
+            # one process for two builds, then a fresh one: same pool object throughout
+            self.assertEqual(pids[0], pids[1])
+            self.assertNotEqual(pids[1], pids[2])
+            self.assertEqual(pids[2], pids[3])
+            self.assertEqual(b.pools_started, 1)
+        finally:
+            b.shutdown()
+        # a build that runs past the timeout is a failed candidate too
+        t = TrialBuilder(1, 0.01)
+        try:
+            (res,) = t.build([good])
+            self.assertIsNone(res.artifact_path)
+            self.assertIn("Timeout", res.error_msg)
+        finally:
+            t.shutdown()
+
+    def test_exact_hit_compares_the_remeasured_median(self):
+        from tgc_worker import tune as tune_mod
+        from tgc_worker.server import m_sample
+
+        task = matmul_task("pool_d", m=16, k=16, n=16)
+        seeds = m_sample({"task": task, "target": LLVM, "count": 2, "seed": 5})["traces"]
+        real = tune_mod.Remeasurer.measure
+
+        def fake(self, items):
+            real(self, items)  # the real builds and runs happen
+            return [[1.0, 2.0, 30.0] for _ in items]  # median 2.0, mean 11.0
+
+        with mock.patch.object(tune_mod.Remeasurer, "measure", fake):
+            # search measurements are ~1e-5 s and would hit; the re-measured median is 2.0
+            miss = self.tune(task, seeds, cached_latency_s=1.5, exact_tolerance=0.1, max_trials=2)
+            hit = self.tune(task, seeds, cached_latency_s=1.9, exact_tolerance=0.1, max_trials=8)
+        self.assertEqual(miss["exact_seed_remeasured_s"], 2.0)
+        self.assertEqual(miss["stopped"], "budget")
+        self.assertEqual(hit["exact_seed_remeasured_s"], 2.0)
+        self.assertEqual(hit["stopped"], "exact_hit", hit)
+        self.assertEqual(hit["trials"], hit["seeds_measured"])
+        self.assertEqual(hit["records"][0]["median_s"], 2.0)
+        self.assertTrue(hit["records"][0]["remeasured"])
+
+
+if __name__ == "__main__":
+    unittest.main()

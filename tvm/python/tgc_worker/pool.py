@@ -1,0 +1,302 @@
+"""One builder and one runner per worker process, kept warm across tasks and batches.
+
+MetaSchedule's stock LocalBuilder starts a process pool for its sanity check when it is
+constructed (about 1.8 s here) and starts and shuts down another pool on every `build` call,
+each of whose processes imports TVM again. tgc's `tune` used to construct one per task. Here
+one `TrialBuilder` (a `PyBuilder`) keeps a `PopenPoolExecutor` alive for the whole worker
+process, and one `TrialRunner` (a `PyRunner`) keeps its single measuring process alive.
+
+Measuring does not overlap building. MetaSchedule's task loop cannot overlap them for one
+task anyway (the next batch is generated only after the cost model has seen this batch's
+results, and the runner is joined before that), and on this 2-core machine a kernel timed
+while a build runs on the other core measures the build, not the kernel: the runner gets the
+cores to itself, one candidate after the other, as LocalRunner does.
+
+Errors never escape: a build that raises or times out, or whose process dies, becomes a
+`BuilderResult(None, error_msg)`, and a run the same as a `RunnerResult(None, error_msg)`,
+that is, a failed candidate.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import threading
+import time
+
+from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.builder import BuilderInput, BuilderResult, PyBuilder
+from tvm.s_tir.meta_schedule.runner import EvaluatorConfig, PyRunner, RunnerInput
+from tvm.s_tir.meta_schedule.runner.local_runner import LocalRunnerFuture
+from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
+
+from . import build_worker
+
+# Builds per builder process before it is replaced by a fresh one. TVM shuts its build pool
+# down after every batch because build processes grow (apache/tvm#11074: memory that
+# compiling a module leaves behind is never returned). Keeping the processes across batches
+# saves the restart and the TVM import, and recycling after this many builds (a few batches)
+# bounds the growth.
+BUILDS_PER_PROCESS = 64
+
+# Runs per measuring process before it is replaced: each run loads a module (dlopen of a
+# fresh shared library) into that process. LocalRunner never recycles; this bounds what
+# loaded modules leave behind over a long worker life.
+RUNS_PER_PROCESS = 256
+
+
+def _kill_pool(pool) -> None:
+    if pool is not None:
+        try:
+            pool.shutdown(wait=True)
+        except Exception:  # noqa: BLE001 - shutting down must not fail the caller
+            pass
+
+
+def pool_pids(pool) -> list[int]:
+    """The pids of a PopenPoolExecutor's live processes (for tests and logs)."""
+    if pool is None:
+        return []
+    pids = []
+    for w in list(pool._worker_map.values()):  # noqa: SLF001 - no public accessor
+        proc = getattr(w, "_proc", None)
+        if proc is not None and proc.poll() is None:
+            pids.append(proc.pid)
+    return sorted(pids)
+
+
+@derived_object
+class TrialBuilder(PyBuilder):
+    """A PyBuilder over a persistent PopenPoolExecutor running `build_worker.build_and_export`.
+
+    `seconds` accumulates the wall time spent in `build` (the tune loop reads deltas of it
+    per round); `builds` counts the inputs built.
+    """
+
+    def __init__(self, max_workers: int, timeout_sec: float, builds_per_process: int = BUILDS_PER_PROCESS, f_build=None):
+        super().__init__()
+        self.max_workers = max_workers
+        self.timeout_sec = timeout_sec
+        self.builds_per_process = builds_per_process
+        self.f_build = f_build or build_worker.build_and_export
+        self.pool = None
+        self.seconds = 0.0
+        self.builds = 0
+        self.pools_started = 0
+        self._lock = threading.Lock()
+
+    def _ensure_pool(self):
+        if self.pool is None:
+            self.pool = PopenPoolExecutor(
+                max_workers=self.max_workers,
+                timeout=self.timeout_sec,
+                maximum_process_uses=self.builds_per_process,
+            )
+            self.pools_started += 1
+        return self.pool
+
+    def configure(self, max_workers: int, timeout_sec: float) -> None:
+        """Keep the pool when nothing changed; else replace it (the timeout is the pool's)."""
+        with self._lock:
+            if (max_workers, timeout_sec) != (self.max_workers, self.timeout_sec):
+                _kill_pool(self.pool)
+                self.pool = None
+                self.max_workers, self.timeout_sec = max_workers, timeout_sec
+
+    def build(self, build_inputs: list[BuilderInput]) -> list[BuilderResult]:
+        t0 = time.perf_counter()
+        with self._lock:
+            try:
+                return self._build(build_inputs)
+            finally:
+                self.seconds += time.perf_counter() - t0
+                self.builds += len(build_inputs)
+
+    def _build(self, build_inputs):
+        args = [(x.mod, x.target, None) for x in build_inputs]
+        try:
+            pool = self._ensure_pool()
+            outcomes = list(pool.map_with_error_catching(self.f_build, args))
+        except Exception as e:  # noqa: BLE001 - a broken pool fails the batch, not the worker
+            _kill_pool(self.pool)
+            self.pool = None
+            msg = f"TrialBuilder: the build pool failed: {type(e).__name__}: {e}"
+            return [BuilderResult(None, msg) for _ in build_inputs]
+        results = []
+        for r in outcomes:
+            if r.status == StatusKind.COMPLETE:
+                results.append(BuilderResult(r.value, None))
+            elif r.status == StatusKind.TIMEOUT:
+                results.append(
+                    BuilderResult(None, f"TrialBuilder: Timeout, killed after {self.timeout_sec} seconds")
+                )
+            else:
+                results.append(
+                    BuilderResult(None, f"TrialBuilder: An exception occurred\n{r.value}")
+                )
+        return results
+
+    def pids(self) -> list[int]:
+        return pool_pids(self.pool)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            _kill_pool(self.pool)
+            self.pool = None
+
+
+@derived_object
+class TrialRunner(PyRunner):
+    """A PyRunner over one persistent measuring process (as LocalRunner, max_workers=1).
+
+    Candidates are measured one after the other, synchronously inside `run` (so `seconds`,
+    the wall time spent in `run` and `measure`, is the measuring time). The evaluator config
+    is per call: `evaluator` (set per task) for `run`, any other for `measure`.
+    """
+
+    def __init__(self, timeout_sec: float, evaluator: EvaluatorConfig | None = None, runs_per_process: int = RUNS_PER_PROCESS):
+        super().__init__()
+        self.timeout_sec = timeout_sec
+        self.evaluator = EvaluatorConfig._normalized(evaluator)  # noqa: SLF001
+        self.runs_per_process = runs_per_process
+        self.pool = None
+        self.seconds = 0.0
+        self.runs = 0
+        self.pools_started = 0
+        self._lock = threading.Lock()
+
+    def configure(self, timeout_sec: float, evaluator: EvaluatorConfig | None) -> None:
+        with self._lock:
+            self.evaluator = EvaluatorConfig._normalized(evaluator)  # noqa: SLF001
+            if timeout_sec != self.timeout_sec:
+                _kill_pool(self.pool)
+                self.pool = None
+                self.timeout_sec = timeout_sec
+
+    def _ensure_pool(self):
+        if self.pool is None:
+            self.pool = PopenPoolExecutor(
+                max_workers=1,
+                timeout=self.timeout_sec,
+                maximum_process_uses=self.runs_per_process,
+            )
+            self.pools_started += 1
+        return self.pool
+
+    def run(self, runner_inputs: list[RunnerInput]):
+        return [
+            LocalRunnerFuture(res=secs, error_message=None)
+            if err is None
+            else LocalRunnerFuture(res=None, error_message=err)
+            for secs, err in self.measure(runner_inputs, self.evaluator)
+        ]
+
+    def measure(self, runner_inputs: list[RunnerInput], evaluator: EvaluatorConfig):
+        """[(run_secs or None, error or None)] per input, measured one after the other."""
+        from tvm.s_tir.meta_schedule.runner.local_runner import _worker_func
+
+        t0 = time.perf_counter()
+        out = []
+        with self._lock:
+            try:
+                for ri in runner_inputs:
+                    try:
+                        fut = self._ensure_pool().submit(
+                            _worker_func,
+                            None,
+                            None,
+                            None,
+                            evaluator,
+                            1,
+                            str(ri.artifact_path),
+                            str(ri.device_type),
+                            tuple(a.as_json() for a in ri.args_info),
+                        )
+                        out.append(([float(x) for x in fut.result()], None))
+                    except TimeoutError:
+                        out.append((None, f"TrialRunner: Timeout, killed after {self.timeout_sec} seconds"))
+                    except Exception as e:  # noqa: BLE001
+                        out.append((None, f"TrialRunner: An exception occurred\n{e}"))
+            finally:
+                self.seconds += time.perf_counter() - t0
+                self.runs += len(runner_inputs)
+        return out
+
+    def pids(self) -> list[int]:
+        return pool_pids(self.pool)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            _kill_pool(self.pool)
+            self.pool = None
+
+
+_BUILDER: TrialBuilder | None = None
+_RUNNER: TrialRunner | None = None
+
+
+def get_builder(max_workers: int, timeout_sec: float) -> TrialBuilder:
+    """This process's builder, (re)configured; its pool survives across calls."""
+    global _BUILDER
+    if _BUILDER is None:
+        _BUILDER = TrialBuilder(max_workers, timeout_sec)
+    else:
+        _BUILDER.configure(max_workers, timeout_sec)
+    return _BUILDER
+
+
+def get_runner(timeout_sec: float, evaluator: EvaluatorConfig | None) -> TrialRunner:
+    """This process's runner, (re)configured; its measuring process survives across calls."""
+    global _RUNNER
+    if _RUNNER is None:
+        _RUNNER = TrialRunner(timeout_sec, evaluator)
+    else:
+        _RUNNER.configure(timeout_sec, evaluator)
+    return _RUNNER
+
+
+def build_and_measure_mods(builder: TrialBuilder, runner: TrialRunner, mods_and_args, target, evaluator):
+    """Build each (mod, args_info) and measure it with `evaluator`; the artifacts are removed.
+
+    Returns [(run_secs or None, error or None)]."""
+    from tvm.runtime import Device
+
+    device_type = Device._DEVICE_TYPE_TO_NAME[target.get_target_device_type()]  # noqa: SLF001
+    built = builder.build([BuilderInput(mod, target) for mod, _ in mods_and_args])
+    out: list = [None] * len(built)
+    inputs, where = [], []
+    for i, (b, (_, args_info)) in enumerate(zip(built, mods_and_args)):
+        if b.error_msg is not None:
+            out[i] = (None, b.error_msg)
+        else:
+            inputs.append(RunnerInput(b.artifact_path, device_type, args_info))
+            where.append(i)
+    try:
+        for i, res in zip(where, runner.measure(inputs, evaluator)):
+            out[i] = res
+    finally:
+        for ri in inputs:
+            shutil.rmtree(os.path.dirname(str(ri.artifact_path)), ignore_errors=True)
+    return out
+
+
+def shutdown_all() -> None:
+    """Stop the builder's and the runner's processes (the worker is exiting)."""
+    for x in (_BUILDER, _RUNNER):
+        if x is not None:
+            x.shutdown()
+
+
+atexit.register(shutdown_all)
+
+__all__ = [
+    "BUILDS_PER_PROCESS",
+    "RUNS_PER_PROCESS",
+    "TrialBuilder",
+    "TrialRunner",
+    "build_and_measure_mods",
+    "get_builder",
+    "get_runner",
+    "shutdown_all",
+]
