@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Tuning-time benchmark: model A cold, then model B seeded from A's cache, then B with
---no-cache (stock MetaSchedule, same budget), all in one run.
+"""Tuning-time benchmark: model A cold, then model B seeded from A's cache, B with
+--no-cache (tgc's engine without the cache, same budget), and B with stock TVM
+(scripts/stock_tvm.py: TVM's own ONNX frontend, tune_relax, compile_relax), all in one run.
 
     cargo build --release -p tgc-cli
     python3 scripts/bench_tune.py --a resnet50 --b resnet152 [--b wide_resnet50_2 ...] \
@@ -20,7 +21,21 @@ B stock: tuning wall time, trials, seed tiers, the end-to-end latency; and:
 - the occurrence-weighted sum of per-task best latencies (seeded / stock), and the
   measured end-to-end latency ratio.
 
-Reports go to --out (JSON, schema tgc.tune/1), with a summary in bench.json.
+Stock TVM arm (for each B that is an ONNX file; A too with --stock-a): stock_tvm.py with
+the target of tgc's report (its `target` field), the same per-round count and task limit,
+and the same total trials as tgc's --no-cache run (trials per task x tasks tgc tuned;
+--stock-trials N overrides). Its LocalBuilder gets tgc's build timeout (--stock-builder-timeout,
+default 300 s; 0 keeps TVM's 30 s, which kills builds on a loaded 2-core machine). Ratios,
+each as tuning wall time and end-to-end latency (below 1: the first is faster):
+  engine = tgc cold (--no-cache) / stock TVM,  cache = tgc seeded / tgc cold,
+  total  = tgc seeded / stock TVM.
+Python for stock_tvm.py: --stock-python, else $TGC_PYTHON, else tvm/python/bootstrap.sh's.
+--no-stock skips the arm.
+
+Reports go to --out (JSON, schema tgc.tune/1; the stock TVM arm's b<i>_tvm.json, schema
+tgc.stock/1), with a summary in bench.json. In bench.json's pairs, `stock_*` (and the task
+rows' `stock_*`) is the --no-cache run, as before; the stock TVM arm is `tvm`, the ratios
+`ratios`.
 """
 
 import argparse
@@ -33,6 +48,8 @@ import sys
 import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import stock_tvm  # noqa: E402  (no TVM import at module level)
 
 
 def tune(model, cache, report, args, extra=()):
@@ -54,6 +71,80 @@ def tune(model, cache, report, args, extra=()):
     print("$", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
     return json.loads(pathlib.Path(report).read_text())
+
+
+def stock_tune(model, tgc_report, report, args):
+    """Stock TVM on `model` with tgc_report's target and total trials; None when `model` is
+    not an ONNX file (stock_tvm.py reads ONNX only)."""
+    report = pathlib.Path(report)
+    if report.exists() and args.reuse:
+        print(f"reusing {report}", flush=True)
+        return json.loads(report.read_text())
+    path = pathlib.Path(str(model))
+    if path.suffix.lower() != ".onnx" or not path.is_file():
+        print(f"stock TVM arm skipped for {model}: not an ONNX file", flush=True)
+        return None
+    trials = args.stock_trials or tgc_report["trials_per_task"] * len(tgc_report["tasks"])
+    work = report.with_suffix("")
+    if work.exists():
+        shutil.rmtree(work)  # a crashed run's database: MetaSchedule would resume from it
+    extra = []
+    if args.stock_builder_timeout:
+        extra += ["--builder-timeout", str(args.stock_builder_timeout)]
+    if args.no_measure:
+        extra += ["--no-measure"]
+    extra += args.stock_args.split()
+    cmd = stock_tvm.command(path, tgc_report["target"], trials, args.per_round, work, report,
+                            max_tasks=args.max_tasks, python=args.stock_python, extra=extra)
+    print("$", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+    return json.loads(report.read_text())
+
+
+def ratio(x, y):
+    return x / y if x is not None and y else None
+
+
+def fmt(r):
+    return "n/a" if r is None else f"{r:.3f}"
+
+
+def matched_latency(tgc_report, tvm_report):
+    """Occurrence-weighted best task latencies over the tasks both tuned, matched by TVM
+    workload hash (tgc's lowering hash-equals TVM's task): (n matched, tgc / stock)."""
+    by = {t["workload_hash"]: t for t in tvm_report["tasks"]
+          if t.get("selected") and t.get("best_latency_s") is not None}
+    n, lt, lk = 0, 0.0, 0.0
+    for t in tgc_report["tasks"]:
+        k = by.get(t.get("workload_hash"))
+        if k is None or t.get("best_latency_s") is None:
+            continue
+        n += 1
+        lt += t["occurrences"] * t["best_latency_s"]
+        lk += t["occurrences"] * k["best_latency_s"]
+    return n, ratio(lt, lk)
+
+
+def stock_lines(label, tvm_rep, tgc_rep):
+    """Prints the stock TVM arm; returns its summary."""
+    tt = tvm_rep["totals"]
+    print(f"{label} stock TVM: {tt['tuning_wall_s']:.0f} s, {tt['trials']} trials"
+          f" ({tt['failed_trials']} failed, {fmt(tt['s_per_trial'])} s/trial),"
+          f" {tvm_rep['tasks_tuned']} of {tvm_rep['tasks_extracted']} tasks"
+          f" (tgc: {len(tgc_rep['tasks'])}), e2e {stock_tvm.e2e_ms(tvm_rep)} ms")
+    n, lat = matched_latency(tgc_rep, tvm_rep)
+    return dict(wall_s=tt["tuning_wall_s"], trials=tt["trials"],
+                failed_trials=tt["failed_trials"], s_per_trial=tt["s_per_trial"],
+                tasks_extracted=tvm_rep["tasks_extracted"], tasks_tuned=tvm_rep["tasks_tuned"],
+                tgc_tasks=len(tgc_rep["tasks"]), e2e_ms=stock_tvm.e2e_ms(tvm_rep),
+                compile_s=tvm_rep.get("compile_s"), matched_tasks=n,
+                matched_weighted_latency_tgc_over_tvm=lat)
+
+
+def ratios(first, second):
+    """{time, e2e}: first / second, tuning wall time and end-to-end latency; each arg is a
+    (wall_s, e2e_ms) pair."""
+    return dict(time=ratio(first[0], second[0]), e2e=ratio(first[1], second[1]))
 
 
 def reach(history, goal):
@@ -112,7 +203,7 @@ def e2e(r):
     return (r.get("end_to_end") or {}).get("latency_ms", {}).get("median")
 
 
-def report_pair(args, a, b, seeded, stock):
+def report_pair(args, a, b, seeded, stock, tvm_rep=None):
     rows, missed, t = compare(seeded, stock, args.reach)
     sw, kw = seeded["totals"]["tuning_wall_s"], stock["totals"]["tuning_wall_s"]
     st, kt = seeded["totals"]["trials"], stock["totals"]["trials"]
@@ -121,25 +212,39 @@ def report_pair(args, a, b, seeded, stock):
           f" e2e {e2e(a)} ms")
     print(f"B seeded:  {sw:.0f} s, {st} trials, e2e {e2e(seeded)} ms,"
           f" tasks by tier {seeded['totals']['tasks_by_tier']}")
-    print(f"B stock:   {kw:.0f} s, {kt} trials, e2e {e2e(stock)} ms")
-    print(f"whole runs, stock / seeded: time {kw / sw:.2f}x, trials {kt / max(st, 1):.2f}x")
+    print(f"B no-cache (tgc cold): {kw:.0f} s, {kt} trials, e2e {e2e(stock)} ms")
+    print(f"whole runs, no-cache / seeded: time {kw / sw:.2f}x, trials {kt / max(st, 1):.2f}x")
     reached = len(rows) - len(missed)
-    print(f"time to reach stock's final best, summed over the {reached} of {len(rows)} tasks"
+    print(f"time to reach no-cache's final best, summed over the {reached} of {len(rows)} tasks"
           " where seeded got there:"
           f" seeded {t['seeded_s']:.0f} s / {t['seeded_trials']} trials;"
-          f" stock {t['stock_s']:.0f} s / {t['stock_trials']} trials"
+          f" no-cache {t['stock_s']:.0f} s / {t['stock_trials']} trials"
           f" -> {t['stock_s'] / max(t['seeded_s'], 1e-9):.2f}x time,"
           f" {t['stock_trials'] / max(t['seeded_trials'], 1):.2f}x trials")
-    print(f"  stock reached its own final best after {t['stock_own_s']:.0f} s /"
+    print(f"  no-cache reached its own final best after {t['stock_own_s']:.0f} s /"
           f" {t['stock_own_trials']} trials ({t['stock_own_s'] / max(t['seeded_s'], 1e-9):.2f}x)")
     print(f"  tasks where seeded never reached it (left out above): {len(missed)}/{len(rows)}"
           f" {missed}")
     lat_ratio = t["lat_seeded"] / t["lat_stock"] if t["lat_stock"] else None
     if lat_ratio:
-        print(f"occurrence-weighted task latency seeded / stock: {lat_ratio:.3f}")
+        print(f"occurrence-weighted task latency seeded / no-cache: {lat_ratio:.3f}")
     if e2e(seeded) and e2e(stock):
-        print(f"end-to-end latency seeded / stock: {e2e(seeded) / e2e(stock):.3f}")
+        print(f"end-to-end latency seeded / no-cache: {e2e(seeded) / e2e(stock):.3f}")
+    tvm_sum, rat = None, None
+    if tvm_rep is not None:
+        tvm_sum = stock_lines("B", tvm_rep, stock)
+        cold, seed = (kw, e2e(stock)), (sw, e2e(seeded))
+        tv = (tvm_sum["wall_s"], tvm_sum["e2e_ms"])
+        rat = dict(engine=ratios(cold, tv), cache=ratios(seed, cold), total=ratios(seed, tv))
+        for k, what in (("engine", "tgc cold / stock TVM"), ("cache", "tgc seeded / tgc cold"),
+                        ("total", "tgc seeded / stock TVM")):
+            print(f"{k:6s} ({what}): tuning time {fmt(rat[k]['time'])},"
+                  f" e2e latency {fmt(rat[k]['e2e'])}")
+        print(f"  tasks matched by workload hash, tgc cold vs stock TVM:"
+              f" {tvm_sum['matched_tasks']}, occurrence-weighted best latency tgc / stock"
+              f" {fmt(tvm_sum['matched_weighted_latency_tgc_over_tvm'])}")
     return dict(b=b, seeded_wall_s=sw, stock_wall_s=kw, seeded_trials=st, stock_trials=kt,
+                tvm=tvm_sum, ratios=rat,
                 tiers=seeded["totals"]["tasks_by_tier"],
                 e2e_ms=dict(seeded=e2e(seeded), stock=e2e(stock)), totals=t, missed=missed,
                 weighted_latency_ratio=lat_ratio, tasks=rows)
@@ -161,6 +266,18 @@ def main() -> int:
                         "'--no-cost-model-warm-start' for an ablation")
     p.add_argument("--no-measure", action="store_true",
                    help="skip the whole-model builds (per-task latencies only)")
+    p.add_argument("--no-stock", action="store_true",
+                   help="skip the stock TVM arm (scripts/stock_tvm.py)")
+    p.add_argument("--stock-a", action="store_true", help="run the stock TVM arm on A too")
+    p.add_argument("--stock-trials", type=int, default=0,
+                   help="stock TVM's max_trials_global (default: tgc's trials per task x "
+                        "the tasks tgc tuned)")
+    p.add_argument("--stock-builder-timeout", type=float, default=300.0,
+                   help="stock TVM LocalBuilder timeout_sec (default tgc's 300; 0: TVM's 30)")
+    p.add_argument("--stock-python", default=None,
+                   help="python with TVM for stock_tvm.py (default $TGC_PYTHON or bootstrap.sh)")
+    p.add_argument("--stock-args", default="",
+                   help="extra stock_tvm.py arguments, e.g. '--population 256'")
     p.add_argument("--out", default=None)
     p.add_argument("--reuse", action="store_true",
                    help="reuse reports already in --out (to recompute the comparison)")
@@ -173,6 +290,17 @@ def main() -> int:
 
     seeded_args = args.seeded_args.split()
     a = tune(args.a, cache, out / "a_cold.json", args, seeded_args)
+    if not args.no_stock and args.stock_python is None:
+        args.stock_python = stock_tvm.tvm_python()
+    a_tvm = None
+    if args.stock_a and not args.no_stock:
+        a_rep = stock_tune(args.a, a, out / "a_tvm.json", args)
+        if a_rep is not None:
+            a_tvm = stock_lines("A", a_rep, a)
+            a_tvm["engine"] = ratios((a["totals"]["tuning_wall_s"], e2e(a)),
+                                     (a_tvm["wall_s"], a_tvm["e2e_ms"]))
+            print(f"A engine (tgc cold / stock TVM): tuning time {fmt(a_tvm['engine']['time'])},"
+                  f" e2e latency {fmt(a_tvm['engine']['e2e'])}")
     pairs = []
     for i, b in enumerate(args.b):
         b_cache = out / f"b{i}_cache.sqlite"
@@ -180,11 +308,14 @@ def main() -> int:
             snapshot(cache, b_cache)
         seeded = tune(b, b_cache, out / f"b{i}_seeded.json", args, seeded_args)
         stock = tune(b, out / "unused.sqlite", out / f"b{i}_stock.json", args, ["--no-cache"])
-        pairs.append(report_pair(args, a, b, seeded, stock))
+        tvm_rep = None if args.no_stock else stock_tune(b, stock, out / f"b{i}_tvm.json", args)
+        pairs.append(report_pair(args, a, b, seeded, stock, tvm_rep))
     summary = dict(a=args.a, trials=args.trials, population=args.population,
                    per_round=args.per_round, max_tasks=args.max_tasks, reach=args.reach,
                    tolerance=args.tolerance, seeded_args=args.seeded_args, a_wall_s=a["totals"]["tuning_wall_s"],
-                   a_trials=a["totals"]["trials"], a_e2e_ms=e2e(a), pairs=pairs)
+                   a_trials=a["totals"]["trials"], a_e2e_ms=e2e(a), a_tvm=a_tvm,
+                   stock_trials=args.stock_trials, stock_builder_timeout=args.stock_builder_timeout,
+                   stock_args=args.stock_args, pairs=pairs)
     (out / "bench.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(f"reports in {out}")
     return 0
