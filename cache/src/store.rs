@@ -11,7 +11,7 @@
 use crate::config::CacheConfig;
 use crate::error::{CacheError, Result, SqliteContext};
 use crate::model::{
-    canonical_json, features_to_json, latency_mean, NewRecord, Provenance, Target, TaskEntry,
+    canonical_json, features_to_json, record_latency, NewRecord, Provenance, Target, TaskEntry,
     Toolchain, Trace, Workload,
 };
 use crate::rows::{read_best_k, spelled_target, toolchain_columns, trace_digest};
@@ -503,7 +503,7 @@ impl<'r> RecordColumns<'r> {
     fn of(r: &'r NewRecord, now: i64) -> Result<RecordColumns<'r>> {
         let p = &r.provenance;
         Ok(RecordColumns {
-            mean_latency: latency_mean(&r.latencies)?,
+            mean_latency: record_latency(&r.latencies)?,
             latencies_json: serde_json::to_string(&r.latencies)
                 .map_err(|e| CacheError::invalid("latencies", e.to_string()))?,
             num_samples: r.latencies.len() as i64,
