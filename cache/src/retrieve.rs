@@ -55,25 +55,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::path::Path;
 use tgc_canonicalize::{Features, TaskKey, TaskKeys};
 
-/// How a candidate was found, best tier first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Tier {
-    Exact,
-    TvmHash,
-    Structural,
-    Family,
-}
-
-impl Tier {
-    pub fn name(self) -> &'static str {
-        match self {
-            Tier::Exact => "exact",
-            Tier::TvmHash => "tvm-hash",
-            Tier::Structural => "structural",
-            Tier::Family => "family",
-        }
-    }
-}
+pub use tgc_canonicalize::Tier;
 
 /// The task a candidate's record was measured on.
 #[derive(Clone, Debug, PartialEq)]
@@ -575,7 +557,15 @@ impl<'a> Lookup<'a> {
                 .at(self.path),
         }
     }
+}
 
+/// Reads of stored records, shared by lookups and seeds by digest.
+struct Rows<'a> {
+    conn: &'a Connection,
+    path: &'a Path,
+}
+
+impl Rows<'_> {
     /// The candidates of `hits`, in order. Source tasks and toolchains repeat across
     /// candidates: each is read once.
     fn candidates(&self, hits: Vec<Hit>) -> Result<Vec<Candidate>> {
@@ -711,6 +701,62 @@ impl Cache {
         Ok(row.at(path)?.flatten().filter(|j| !j.is_empty()))
     }
 
+    /// The trace with this digest (hex, as `tgc.candidates` and `tgc.seed_plan` write it) as
+    /// a candidate of `tier`: its best record for `target` and `toolchain`, with the task it
+    /// was measured on. `None` when no such record exists (a digest edited into a plan by
+    /// hand that the cache does not hold, or holds only for another target).
+    pub fn seed_by_digest(
+        &self,
+        digest: &str,
+        tier: Tier,
+        target: &Target,
+        toolchain: &Toolchain,
+    ) -> Result<Option<Candidate>> {
+        let Some(bytes) = parse_digest(digest) else {
+            return Err(crate::error::CacheError::invalid(
+                "trace digest",
+                format!("'{digest}' is not 64 hex digits"),
+            ));
+        };
+        let tx = self.conn.unchecked_transaction().at(&self.path)?;
+        let Some(tc) = toolchain_id(&tx, &self.path, toolchain)? else {
+            return Ok(None);
+        };
+        let Some(target_id) = resolve_target(&tx, &self.path, target, Some(tc))? else {
+            return Ok(None);
+        };
+        let best: Option<(i64, i64, f64)> = tx
+            .prepare_cached(
+                "SELECT r.id, r.trace_id, r.mean_latency FROM records r JOIN traces tr ON tr.id = r.trace_id
+                  WHERE tr.digest = ?1 AND r.target_id = ?2 AND r.toolchain_id = ?3
+                  ORDER BY r.mean_latency, r.id LIMIT 1",
+            )
+            .and_then(|mut st| {
+                st.query_row(params![bytes.to_vec(), target_id, tc], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+                .optional()
+            })
+            .at(&self.path)?;
+        let Some((record_id, trace_id, mean_latency)) = best else {
+            return Ok(None);
+        };
+        let hit = Hit {
+            tier,
+            record_id,
+            trace_id,
+            mean_latency,
+            distance: 0.0,
+            rank_bias: 0.0,
+            score: mean_latency,
+        };
+        let rows = Rows {
+            conn: &tx,
+            path: &self.path,
+        };
+        Ok(rows.candidates(vec![hit])?.pop())
+    }
+
     /// The candidates for a full query (TVM hash tier, across toolchains): the tiers in
     /// order until `limit` traces are found, then the records of the first `limit` read.
     pub fn lookup(&self, q: &Query) -> Result<Vec<Candidate>> {
@@ -730,6 +776,24 @@ impl Cache {
             found.add(lookup.tier(tier)?);
         }
         found.hits.truncate(q.limit);
-        lookup.candidates(found.hits)
+        Rows {
+            conn: &tx,
+            path: &self.path,
+        }
+        .candidates(found.hits)
     }
+}
+
+/// 32 bytes from 64 hex digits.
+fn parse_digest(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.as_bytes();
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in hex.chunks(2).enumerate() {
+        let s = std::str::from_utf8(pair).ok()?;
+        out[i] = u8::from_str_radix(s, 16).ok()?;
+    }
+    Some(out)
 }

@@ -99,6 +99,11 @@ pub fn key(f: &Function, level: Level) -> TaskKey {
     }
 }
 
+/// The function attributes the `canonicalize` pass writes the keys into.
+pub const EXACT_KEY_ATTR: &str = "tgc.exact_key";
+pub const STRUCTURAL_KEY_ATTR: &str = "tgc.structural_key";
+pub const FAMILY_KEY_ATTR: &str = "tgc.family_key";
+
 /// The three keys of a task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TaskKeys {
@@ -114,6 +119,32 @@ impl TaskKeys {
             structural: key(f, Level::Structural),
             family: key(f, Level::Family),
         }
+    }
+
+    /// The keys the `canonicalize` pass attached to `f` (computed once per task there and
+    /// read by every later pass), else, when `f` carries none of them, computed now. A key
+    /// attribute that is present but not a key, or only some of the three, is an error.
+    pub fn of_annotated(f: &Function) -> Result<TaskKeys, String> {
+        let attrs = [EXACT_KEY_ATTR, STRUCTURAL_KEY_ATTR, FAMILY_KEY_ATTR].map(|a| f.attrs.get(a));
+        if attrs.iter().all(Option::is_none) {
+            return Ok(TaskKeys::of(f));
+        }
+        let [exact, structural, family] = [EXACT_KEY_ATTR, STRUCTURAL_KEY_ATTR, FAMILY_KEY_ATTR]
+            .map(|name| {
+                let a = f
+                    .attrs
+                    .get(name)
+                    .ok_or_else(|| format!("@{}: has some key attributes but no {name}", f.name))?;
+                a.as_str()
+                    .ok_or_else(|| format!("@{}: {name} must be a string", f.name))?
+                    .parse::<TaskKey>()
+                    .map_err(|e| format!("@{}: {name}: {e}", f.name))
+            });
+        Ok(TaskKeys {
+            exact: exact?,
+            structural: structural?,
+            family: family?,
+        })
     }
 
     pub fn get(&self, level: Level) -> TaskKey {

@@ -13,8 +13,12 @@ pub mod keys;
 pub mod level;
 pub mod similarity;
 pub mod tasks;
+pub mod tier;
 
 pub use features::Features;
-pub use keys::{key, TaskKey, TaskKeys, KEY_PREFIX};
+pub use keys::{
+    key, TaskKey, TaskKeys, EXACT_KEY_ATTR, FAMILY_KEY_ATTR, KEY_PREFIX, STRUCTURAL_KEY_ATTR,
+};
 pub use level::Level;
-pub use tasks::{extract_tasks, Task};
+pub use tasks::{extract_annotated_tasks, extract_tasks, Task};
+pub use tier::Tier;

@@ -25,6 +25,22 @@ pub struct Task {
 /// Collects the tasks of a module whose tasks are `Primitive` functions (after `partition`),
 /// in order of first appearance. Occurrences count calls from non-Primitive functions.
 pub fn extract_tasks(module: &Module) -> Vec<Task> {
+    collect_tasks(module, |f| {
+        Ok::<_, std::convert::Infallible>(TaskKeys::of(f))
+    })
+    .unwrap_or_else(|e| match e {})
+}
+
+/// [`extract_tasks`] for a module the `canonicalize` pass ran over: the keys are read from
+/// its attributes ([`TaskKeys::of_annotated`]) instead of computed again.
+pub fn extract_annotated_tasks(module: &Module) -> Result<Vec<Task>, String> {
+    collect_tasks(module, TaskKeys::of_annotated)
+}
+
+fn collect_tasks<E>(
+    module: &Module,
+    keys_of: impl Fn(&tgc_ir::Function) -> Result<TaskKeys, E>,
+) -> Result<Vec<Task>, E> {
     let mut calls: HashMap<&str, usize> = HashMap::new();
     for f in module.functions.values().filter(|f| !f.is_primitive()) {
         for b in &f.bindings {
@@ -36,7 +52,7 @@ pub fn extract_tasks(module: &Module) -> Vec<Task> {
     let mut index: HashMap<crate::keys::TaskKey, usize> = HashMap::new();
     let mut tasks: Vec<Task> = Vec::new();
     for f in module.functions.values().filter(|f| f.is_primitive()) {
-        let keys = TaskKeys::of(f);
+        let keys = keys_of(f)?;
         let n = calls.get(f.name.as_str()).copied().unwrap_or(0);
         match index.get(&keys.exact) {
             Some(&i) => {
@@ -64,5 +80,5 @@ pub fn extract_tasks(module: &Module) -> Vec<Task> {
             }
         }
     }
-    tasks
+    Ok(tasks)
 }

@@ -8,14 +8,15 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::time::Duration;
-use tgc_passes::seeding::{SeedPlan, SeedPolicy};
+use tgc_passes::seeding::{tier_name, SeedPlan, SeedPolicy};
 use tgc_tune::{CostModel, Observer, Report, TaskReport, TuneConfig};
 
 #[derive(Args)]
 pub struct TuneArgs {
     /// The model: ONNX (`.onnx`) or text IR.
     model: String,
-    /// `llvm`, `cuda`, or a TVM target JSON.
+    /// `llvm` (this machine: the CPU and triple its LLVM detects, its physical cores),
+    /// `llvm-generic` (portable code for the triple), `cuda`, or a TVM target JSON.
     #[arg(long, default_value = "llvm")]
     target: String,
     /// The cache file (default: $TGC_CACHE, else the user cache dir).
@@ -179,7 +180,7 @@ impl Observer for Progress {
         spinner.set_message(format!(
             "{task} ({} seeds from {})",
             plan.seeds.len(),
-            plan.tier
+            tier_name(plan.tier)
         ));
         self.spinner = Some(spinner);
     }
@@ -191,7 +192,7 @@ impl Observer for Progress {
         self.overall.println(format!(
             "  {:<40} {:<10} trials {:>4}  best {:>10}  {}{}",
             r.name,
-            r.tier,
+            tier_name(r.tier),
             r.trials,
             r.best_s
                 .map_or("-".to_string(), |s| format!("{:.1} us", s * 1e6)),
@@ -245,7 +246,7 @@ fn summary_table(report: &Report) -> String {
             "{:<40} {:>4} {:<10} {:>6} {:>6} {:>6} {:>12} {:<10} {:>7.1}\n",
             r.name,
             r.occurrences,
-            r.tier,
+            tier_name(r.tier),
             r.seeds_tried,
             r.seeds_failed,
             r.trials,

@@ -1,5 +1,9 @@
 //! `annotate-cache`: attach to every task the ranked candidates the cache holds for it
-//! (`tgc.candidates`, best tier first), for one target and the pinned toolchain.
+//! (`tgc.candidates`, best tier first), for one target and one toolchain (by default the
+//! pinned one). The keys are the ones `canonicalize` attached, when it ran. A task that
+//! carries its TVM workload hash (`tgc.workload_hash`, a decimal string: `tgc tune` adds
+//! it after lowering the task) is also looked up by that hash, which finds imported
+//! MetaSchedule records.
 //!
 //! The pass reads the SQLite cache, so it exists only with the `cache` feature (on by
 //! default). The attribute name and the default limit do not: seed-schedules reads
@@ -8,14 +12,18 @@
 #[cfg(feature = "cache")]
 use {
     crate::pass::{OptionDefault, OptionSpec, Pass, PassError, PassInfo, PassOptions},
-    crate::seeding::{resolve_target, CandidateRef},
+    crate::seeding::CandidateRef,
+    crate::target::resolve_target,
     std::path::PathBuf,
-    tgc_cache::{Cache, Candidate, Target, Toolchain},
+    tgc_cache::{Cache, Candidate, Query, Target, Toolchain},
     tgc_canonicalize::{Features, TaskKeys},
     tgc_ir::{Attr, Function, Module},
 };
 
 pub const CANDIDATES_ATTR: &str = "tgc.candidates";
+
+/// A task's TVM structural hash of its lowered workload, as a decimal string.
+pub const WORKLOAD_HASH_ATTR: &str = "tgc.workload_hash";
 
 /// Most candidates read per task, by default.
 pub const DEFAULT_CANDIDATE_LIMIT: usize = 32;
@@ -33,7 +41,12 @@ pub static INFO: PassInfo = PassInfo {
         OptionSpec {
             name: "target",
             default: OptionDefault::Str("llvm"),
-            help: "llvm, cuda or a TVM target JSON",
+            help: "llvm (this machine), llvm-generic, cuda or a TVM target JSON",
+        },
+        OptionSpec {
+            name: "toolchain",
+            default: OptionDefault::Str(""),
+            help: "TVM/tvm-ffi/LLVM versions the records were measured with (the pinned ones when empty)",
         },
         OptionSpec {
             name: "limit",
@@ -54,10 +67,14 @@ pub static INFO: PassInfo = PassInfo {
             "" => Cache::default_path().map_err(|e| e.to_string())?,
             p => PathBuf::from(p),
         };
+        let toolchain = match o.str("toolchain") {
+            "" => Toolchain::pinned(),
+            t => Toolchain::parse(t).map_err(|e| e.to_string())?,
+        };
         Ok(Box::new(AnnotateCache {
             path,
             target,
-            toolchain: Toolchain::pinned(),
+            toolchain,
             limit: limit as usize,
         }))
     },
@@ -75,11 +92,49 @@ pub struct AnnotateCache {
 impl AnnotateCache {
     /// The cache's candidates for one task function, ranked (see tgc-cache's retrieval).
     pub fn lookup(&self, cache: &Cache, f: &Function) -> Result<Vec<Candidate>, String> {
-        let keys = TaskKeys::of(f);
+        let keys = TaskKeys::of_annotated(f)?;
         let features = Features::of(f);
-        cache
-            .candidates(&keys, &features, &self.target, &self.toolchain, self.limit)
-            .map_err(|e| format!("@{}: {e}", f.name))
+        let mut q = Query::new(&keys, &features, &self.target, &self.toolchain, self.limit);
+        if let Some(a) = f.attrs.get(WORKLOAD_HASH_ATTR) {
+            let hash = a
+                .as_str()
+                .and_then(|s| s.parse::<u64>().ok())
+                .ok_or_else(|| {
+                    format!(
+                        "@{}: {WORKLOAD_HASH_ATTR} must be a decimal string of a 64-bit hash",
+                        f.name
+                    )
+                })?;
+            q = q.with_tvm_hash(hash);
+        }
+        cache.lookup(&q).map_err(|e| format!("@{}: {e}", f.name))
+    }
+
+    /// Annotates one task function (what the pass does to each).
+    pub fn annotate(&self, cache: Option<&Cache>, f: &mut Function) -> Result<(), String> {
+        let mut list = Vec::new();
+        if let Some(cache) = cache {
+            let found = self.lookup(cache, f)?;
+            list.extend(
+                found
+                    .iter()
+                    .map(|c| CandidateRef::from_candidate(c).to_attr()),
+            );
+        }
+        f.attrs.insert(CANDIDATES_ATTR.into(), Attr::List(list));
+        Ok(())
+    }
+
+    /// The cache, when the file exists: no cache yet means no candidates, not an error (the
+    /// first run of a model).
+    pub fn open(&self) -> Result<Option<Cache>, String> {
+        if self.path.exists() {
+            Cache::open_existing(&self.path)
+                .map(Some)
+                .map_err(|e| e.to_string())
+        } else {
+            Ok(None)
+        }
     }
 }
 
@@ -88,7 +143,7 @@ impl CandidateRef {
     /// The annotation for a cache candidate.
     pub fn from_candidate(c: &Candidate) -> CandidateRef {
         CandidateRef {
-            tier: c.tier.name().to_string(),
+            tier: c.tier,
             trace: c.trace.digest().to_string(),
             latency_s: c.mean_latency,
             distance: c.distance,
@@ -109,23 +164,9 @@ impl Pass for AnnotateCache {
     }
 
     fn run(&self, module: &mut Module) -> Result<(), PassError> {
-        // No cache yet means no candidates, not an error: the first run of a model.
-        let cache = if self.path.exists() {
-            Some(Cache::open_existing(&self.path).map_err(|e| PassError(e.to_string()))?)
-        } else {
-            None
-        };
+        let cache = self.open().map_err(PassError)?;
         for f in module.functions.values_mut().filter(|f| f.is_primitive()) {
-            let mut list = Vec::new();
-            if let Some(cache) = &cache {
-                let found = self.lookup(cache, f).map_err(PassError)?;
-                list.extend(
-                    found
-                        .iter()
-                        .map(|c| CandidateRef::from_candidate(c).to_attr()),
-                );
-            }
-            f.attrs.insert(CANDIDATES_ATTR.into(), Attr::List(list));
+            self.annotate(cache.as_ref(), f).map_err(PassError)?;
         }
         Ok(())
     }

@@ -7,9 +7,7 @@ use crate::pass::{Pass, PassError, PassInfo, PassOptions};
 use tgc_canonicalize::{Features, TaskKeys};
 use tgc_ir::{Attr, Module};
 
-pub const EXACT_KEY_ATTR: &str = "tgc.exact_key";
-pub const STRUCTURAL_KEY_ATTR: &str = "tgc.structural_key";
-pub const FAMILY_KEY_ATTR: &str = "tgc.family_key";
+pub use tgc_canonicalize::{EXACT_KEY_ATTR, FAMILY_KEY_ATTR, STRUCTURAL_KEY_ATTR};
 pub const FEATURES_ATTR: &str = "tgc.features";
 
 pub static INFO: PassInfo = PassInfo {

@@ -14,6 +14,7 @@ pub mod partition;
 pub mod pass;
 pub mod seed_schedules;
 pub mod seeding;
+pub mod target;
 
 pub use manager::{Instrumentation, PassManager, PassRun, PipelineError, PrintIrAfter};
 pub use pass::{

@@ -3,8 +3,8 @@
 
 use crate::annotate_cache::CANDIDATES_ATTR;
 use crate::pass::{OptionDefault, OptionSpec, Pass, PassError, PassInfo, PassOptions};
-use crate::seeding::{plan, CandidateRef, SeedPolicy};
-use tgc_ir::Module;
+use crate::seeding::{plan, CandidateRef, SeedPlan, SeedPolicy};
+use tgc_ir::{Function, Module};
 
 pub const SEED_PLAN_ATTR: &str = "tgc.seed_plan";
 
@@ -61,29 +61,34 @@ impl Pass for SeedSchedules {
 
     fn run(&self, module: &mut Module) -> Result<(), PassError> {
         for f in module.functions.values_mut().filter(|f| f.is_primitive()) {
-            let candidates = match f.attrs.get(CANDIDATES_ATTR) {
-                None => Vec::new(),
-                Some(a) => a
-                    .as_list()
-                    .ok_or_else(|| {
-                        PassError(format!("@{}: {CANDIDATES_ATTR} must be a list", f.name))
-                    })?
-                    .iter()
-                    .map(CandidateRef::from_attr)
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| PassError(format!("@{}: {CANDIDATES_ATTR}: {e}", f.name)))?,
-            };
-            let p = plan(&candidates, &self.0);
+            let p = self.plan(f).map_err(PassError)?;
             f.attrs.insert(SEED_PLAN_ATTR.into(), p.to_attr());
         }
         Ok(())
     }
 }
 
-/// The seed plan of a task, if seed-schedules ran.
-pub fn seed_plan(f: &tgc_ir::Function) -> Result<Option<crate::seeding::SeedPlan>, String> {
+impl SeedSchedules {
+    /// The plan for one task function from its `tgc.candidates` (none: a plain search).
+    pub fn plan(&self, f: &Function) -> Result<SeedPlan, String> {
+        let candidates = match f.attrs.get(CANDIDATES_ATTR) {
+            None => Vec::new(),
+            Some(a) => a
+                .as_list()
+                .ok_or_else(|| format!("@{}: {CANDIDATES_ATTR} must be a list", f.name))?
+                .iter()
+                .map(CandidateRef::from_attr)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("@{}: {CANDIDATES_ATTR}: {e}", f.name))?,
+        };
+        Ok(plan(&candidates, &self.0))
+    }
+}
+
+/// The seed plan of a task, if seed-schedules ran (or the input carried one).
+pub fn seed_plan(f: &Function) -> Result<Option<SeedPlan>, String> {
     f.attrs
         .get(SEED_PLAN_ATTR)
-        .map(crate::seeding::SeedPlan::from_attr)
+        .map(|a| SeedPlan::from_attr(a).map_err(|e| format!("@{}: {SEED_PLAN_ATTR}: {e}", f.name)))
         .transpose()
 }

@@ -22,13 +22,18 @@
 //! budget (less the trials a resumed exact hit already had): seeding wins time by stopping
 //! early (exact hit, or patience), not by starving the search.
 
+pub use tgc_canonicalize::Tier;
 use tgc_ir::{Attr, Attrs};
+
+/// A plan's tier as written: the tier, or `none` for a plain search.
+pub fn tier_name(tier: Option<Tier>) -> &'static str {
+    tier.map_or("none", Tier::as_str)
+}
 
 /// One cached candidate as annotate-cache records it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CandidateRef {
-    /// `exact`, `tvm-hash`, `structural` or `family`.
-    pub tier: String,
+    pub tier: Tier,
     /// The trace's digest in the cache (hex).
     pub trace: String,
     /// Mean latency of the trace on its source task, seconds.
@@ -44,7 +49,7 @@ pub struct CandidateRef {
 impl CandidateRef {
     pub fn to_attr(&self) -> Attr {
         let mut d = Attrs::new();
-        d.insert("tier".into(), Attr::str(&self.tier));
+        d.insert("tier".into(), Attr::str(self.tier.as_str()));
         d.insert("trace".into(), Attr::str(&self.trace));
         d.insert("latency_s".into(), Attr::Float(self.latency_s));
         d.insert("distance".into(), Attr::Float(self.distance));
@@ -69,7 +74,7 @@ impl CandidateRef {
                 .ok_or(format!("candidate has no number '{k}'"))
         };
         Ok(CandidateRef {
-            tier: s("tier")?,
+            tier: Tier::parse(&s("tier")?).map_err(|e| format!("candidate: {e}"))?,
             trace: s("trace")?,
             latency_s: f("latency_s")?,
             distance: f("distance")?,
@@ -116,8 +121,8 @@ impl Default for SeedPolicy {
 /// What the bridge does for one task.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SeedPlan {
-    /// The tier the seeds come from; `none` for a plain search.
-    pub tier: String,
+    /// The tier the seeds come from; `None` (written `none`) for a plain search.
+    pub tier: Option<Tier>,
     /// Trace digests, best first.
     pub seeds: Vec<String>,
     pub trials: i64,
@@ -128,73 +133,73 @@ pub struct SeedPlan {
     /// Trials already spent on this very task in earlier runs (the best exact hit's
     /// effort), when the search resumes from it; 0 otherwise.
     pub prior_trials: i64,
+    /// The search effort behind the best exact hit when it may end the task (0: unknown or
+    /// no such hit): what a record confirmed by re-measuring it inherits.
+    pub hit_trials: i64,
 }
 
-fn tier_rank(tier: &str) -> u8 {
-    match tier {
-        "exact" => 0,
-        "tvm-hash" => 1,
-        "structural" => 2,
-        "family" => 3,
-        _ => 4,
-    }
+/// How a task's tuning ended, as far as the records' effort is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The best exact hit re-measured within tolerance: no search ran.
+    ExactHit,
+    /// A search ran (seeded or not) and measured this many trials.
+    Searched(u64),
 }
 
 /// The seed plan for a task with these candidates (ranked best first within each tier).
 pub fn plan(candidates: &[CandidateRef], policy: &SeedPolicy) -> SeedPlan {
-    let best_tier = candidates.iter().map(|c| tier_rank(&c.tier)).min();
-    let chosen: Vec<&CandidateRef> = match best_tier {
-        Some(t) if t < 4 => {
-            // Exact tiers: the best hit decides, the runner-up covers one that fails.
-            let cap = if t <= 1 {
-                policy.max_exact_seeds.min(policy.max_seeds)
-            } else {
-                policy.max_seeds
-            };
-            candidates
-                .iter()
-                .filter(|c| tier_rank(&c.tier) == t)
-                .take(cap)
-                .collect()
-        }
-        _ => Vec::new(),
+    let tier = candidates.iter().map(|c| c.tier).min();
+    // Exact tiers: the best hit decides, the runner-up covers one that fails to replay.
+    let cap = match tier {
+        Some(t) if t.is_exact() => policy.max_exact_seeds.min(policy.max_seeds),
+        _ => policy.max_seeds,
     };
-    let tier = chosen
-        .first()
-        .map_or("none".to_string(), |c| c.tier.clone());
-    let exact = matches!(tier.as_str(), "exact" | "tvm-hash");
-    let best_exact = if exact {
-        chosen
-            .iter()
-            .min_by(|a, b| a.latency_s.total_cmp(&b.latency_s))
-    } else {
-        None
-    };
+    let chosen: Vec<&CandidateRef> = candidates
+        .iter()
+        .filter(|c| Some(c.tier) == tier)
+        .take(cap)
+        .collect();
+    let best_exact = chosen
+        .iter()
+        .filter(|c| c.tier.is_exact())
+        .min_by(|a, b| a.latency_s.total_cmp(&b.latency_s));
     // An exact hit ends the task only when as much search stands behind it as this run
     // would spend (unknown effort, as in MetaSchedule imports, counts as enough). A hit
     // from a shorter search resumes it: seeded with the hit, for the rest of the budget.
-    let (cached_latency_s, prior_trials, trials) = match best_exact {
+    let (cached_latency_s, prior_trials, hit_trials, trials) = match best_exact {
         Some(b) if b.trials > 0 && b.trials < policy.trials => {
-            (None, b.trials, (policy.trials - b.trials).max(1))
+            (None, b.trials, 0, (policy.trials - b.trials).max(1))
         }
-        Some(b) => (Some(b.latency_s), 0, policy.trials),
-        None => (None, 0, policy.trials),
+        Some(b) => (Some(b.latency_s), 0, b.trials, policy.trials),
+        None => (None, 0, 0, policy.trials),
     };
     SeedPlan {
-        tier,
+        tier: chosen.first().map(|c| c.tier),
         seeds: chosen.iter().map(|c| c.trace.clone()).collect(),
         trials,
         patience: policy.patience,
         tolerance: policy.tolerance,
         cached_latency_s,
         prior_trials,
+        hit_trials,
     }
 }
 
 impl SeedPlan {
+    /// The search effort the task's records carry after it ran as `outcome`: a resumed
+    /// search adds its trials to the earlier ones; a confirmed exact hit keeps the effort
+    /// of the search that found it (re-measuring is no search); otherwise this run's trials.
+    pub fn effort(&self, outcome: Outcome) -> u64 {
+        match outcome {
+            Outcome::ExactHit => self.hit_trials.max(0) as u64,
+            Outcome::Searched(n) => self.prior_trials.max(0) as u64 + n,
+        }
+    }
+
     pub fn to_attr(&self) -> Attr {
         let mut d = Attrs::new();
-        d.insert("tier".into(), Attr::str(&self.tier));
+        d.insert("tier".into(), Attr::str(tier_name(self.tier)));
         d.insert(
             "seeds".into(),
             Attr::List(self.seeds.iter().map(Attr::str).collect()),
@@ -208,16 +213,38 @@ impl SeedPlan {
         if self.prior_trials > 0 {
             d.insert("prior_trials".into(), Attr::Int(self.prior_trials));
         }
+        if self.hit_trials > 0 {
+            d.insert("hit_trials".into(), Attr::Int(self.hit_trials));
+        }
         Attr::Dict(d)
     }
 
     pub fn from_attr(a: &Attr) -> Result<SeedPlan, String> {
         let d = a.as_dict().ok_or("a seed plan must be a dictionary")?;
-        let tier = d
+        const FIELDS: [&str; 8] = [
+            "tier",
+            "seeds",
+            "trials",
+            "patience",
+            "tolerance",
+            "cached_latency_s",
+            "prior_trials",
+            "hit_trials",
+        ];
+        if let Some(k) = d.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+            return Err(format!(
+                "seed plan has an unknown field '{k}' (fields: {})",
+                FIELDS.join(", ")
+            ));
+        }
+        let tier = match d
             .get("tier")
             .and_then(Attr::as_str)
             .ok_or("seed plan has no 'tier'")?
-            .to_string();
+        {
+            "none" => None,
+            t => Some(Tier::parse(t).map_err(|e| format!("seed plan: {e}"))?),
+        };
         let seeds = d
             .get("seeds")
             .and_then(Attr::as_list)
@@ -234,18 +261,38 @@ impl SeedPlan {
                 .and_then(Attr::as_int)
                 .ok_or(format!("seed plan has no integer '{k}'"))
         };
+        let (trials, patience) = (int("trials")?, int("patience")?);
+        if trials < 1 || patience < 0 {
+            return Err(format!(
+                "seed plan needs trials >= 1 and patience >= 0, got trials={trials} patience={patience}"
+            ));
+        }
+        let tolerance = d
+            .get("tolerance")
+            .and_then(Attr::as_float)
+            .filter(|t| *t >= 0.0)
+            .ok_or("seed plan has no non-negative number 'tolerance'")?;
         Ok(SeedPlan {
             tier,
             seeds,
-            trials: int("trials")?,
-            patience: int("patience")?,
-            tolerance: d
-                .get("tolerance")
-                .and_then(Attr::as_float)
-                .ok_or("seed plan has no 'tolerance'")?,
+            trials,
+            patience,
+            tolerance,
             cached_latency_s: d.get("cached_latency_s").and_then(Attr::as_float),
-            prior_trials: d.get("prior_trials").and_then(Attr::as_int).unwrap_or(0),
+            prior_trials: optional_count(d, "prior_trials")?,
+            hit_trials: optional_count(d, "hit_trials")?,
         })
+    }
+}
+
+/// An optional non-negative integer of a plan (absent: 0).
+fn optional_count(d: &Attrs, k: &str) -> Result<i64, String> {
+    match d.get(k) {
+        None => Ok(0),
+        Some(a) => match a.as_int() {
+            Some(n) if n >= 0 => Ok(n),
+            _ => Err(format!("seed plan's '{k}' must be a non-negative integer")),
+        },
     }
 }
 
@@ -255,7 +302,7 @@ mod tests {
 
     fn cand(tier: &str, trace: &str, latency_s: f64) -> CandidateRef {
         CandidateRef {
-            tier: tier.into(),
+            tier: Tier::parse(tier).unwrap(),
             trace: trace.into(),
             latency_s,
             distance: 0.0,
@@ -307,6 +354,47 @@ mod tests {
     }
 
     #[test]
+    fn records_carry_the_effort_behind_them() {
+        let policy = SeedPolicy::default(); // 64 trials
+                                            // a resumed search adds its trials to the earlier ones
+        let p = plan(&[with_trials(cand("exact", "a", 1e-4), 16)], &policy);
+        assert_eq!(p.effort(Outcome::Searched(48)), 64);
+        // a confirmed hit keeps the effort of the search that found it
+        let p = plan(&[with_trials(cand("exact", "a", 1e-4), 200)], &policy);
+        assert_eq!(p.hit_trials, 200);
+        assert_eq!(p.effort(Outcome::ExactHit), 200);
+        // ... and when the hit did not stick, the search that followed counts
+        assert_eq!(p.effort(Outcome::Searched(64)), 64);
+        // an import's unknown effort stays unknown (0), never the re-measure's 2 trials
+        let p = plan(&[cand("tvm-hash", "h", 1e-4)], &policy);
+        assert_eq!(p.effort(Outcome::ExactHit), 0);
+        // plain and neighbour-seeded searches: this run's trials
+        assert_eq!(plan(&[], &policy).effort(Outcome::Searched(64)), 64);
+    }
+
+    #[test]
+    fn hand_written_plans_are_checked() {
+        let good = plan(&[cand("exact", "a", 1e-4)], &SeedPolicy::default()).to_attr();
+        let edit = |k: &str, v: Attr| {
+            let mut d = good.as_dict().unwrap().clone();
+            d.insert(k.into(), v);
+            SeedPlan::from_attr(&Attr::Dict(d))
+        };
+        assert_eq!(
+            edit("trials", Attr::Int(8)).unwrap().trials,
+            8,
+            "an edited budget is taken as written"
+        );
+        assert_eq!(edit("tier", Attr::str("none")).unwrap().tier, None);
+        let err = |r: Result<SeedPlan, String>| r.unwrap_err();
+        assert!(err(edit("trails", Attr::Int(8))).contains("unknown field 'trails'"));
+        assert!(err(edit("tier", Attr::str("exakt"))).contains("unknown tier 'exakt'"));
+        assert!(err(edit("trials", Attr::Int(0))).contains("trials >= 1"));
+        assert!(err(edit("prior_trials", Attr::Int(-1))).contains("'prior_trials'"));
+        assert!(err(edit("tolerance", Attr::Float(-0.5))).contains("'tolerance'"));
+    }
+
+    #[test]
     fn exact_hits_win_and_set_the_bar() {
         let c = [
             cand("exact", "a", 2e-4),
@@ -315,7 +403,7 @@ mod tests {
             cand("structural", "c", 5e-5),
         ];
         let p = plan(&c, &SeedPolicy::default());
-        assert_eq!(p.tier, "exact");
+        assert_eq!(p.tier, Some(Tier::Exact));
         assert_eq!(
             p.seeds,
             vec!["a", "b"],
@@ -332,7 +420,7 @@ mod tests {
             cand("family", "f", 1e-4),
         ];
         let p = plan(&c, &SeedPolicy::default());
-        assert_eq!(p.tier, "structural");
+        assert_eq!(p.tier, Some(Tier::Structural));
         assert_eq!(p.seeds, vec!["s1", "s2"]);
         assert_eq!(
             p.cached_latency_s, None,
@@ -343,9 +431,9 @@ mod tests {
     #[test]
     fn family_hits_last_and_plain_search_without_candidates() {
         let p = plan(&[cand("family", "f", 1e-4)], &SeedPolicy::default());
-        assert_eq!((p.tier.as_str(), p.seeds.len()), ("family", 1));
+        assert_eq!((p.tier, p.seeds.len()), (Some(Tier::Family), 1));
         let none = plan(&[], &SeedPolicy::default());
-        assert_eq!(none.tier, "none");
+        assert_eq!(none.tier, None);
         assert!(none.seeds.is_empty());
         assert_eq!(none.trials, 64);
     }
@@ -371,7 +459,7 @@ mod tests {
             &[cand("tvm-hash", "h", 3e-5), cand("family", "f", 1e-5)],
             &SeedPolicy::default(),
         );
-        assert_eq!(p.tier, "tvm-hash");
+        assert_eq!(p.tier, Some(Tier::TvmHash));
         assert_eq!(p.cached_latency_s, Some(3e-5));
     }
 
@@ -382,25 +470,5 @@ mod tests {
         let c = cand("family", "z", 2.5e-3);
         assert_eq!(CandidateRef::from_attr(&c.to_attr()).unwrap(), c);
         assert!(SeedPlan::from_attr(&Attr::Int(1)).is_err());
-    }
-}
-
-/// A target from its command-line spelling: `llvm` (this machine's cores), `cuda` (an H100/
-/// H200-class GPU, sm_90), or a JSON config as `tvm.target.Target` takes it.
-pub fn resolve_target(text: &str) -> Result<serde_json::Value, String> {
-    match text.trim() {
-        "llvm" => {
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            Ok(serde_json::json!({ "kind": "llvm", "num-cores": cores }))
-        }
-        "cuda" => Ok(serde_json::json!({ "kind": "cuda", "arch": "sm_90" })),
-        json => {
-            let v: serde_json::Value = serde_json::from_str(json)
-                .map_err(|e| format!("target '{json}' is not llvm, cuda or a JSON config ({e})"))?;
-            if v.get("kind").and_then(|k| k.as_str()).is_none() {
-                return Err(format!("target '{json}' has no string \"kind\""));
-            }
-            Ok(v)
-        }
     }
 }

@@ -48,6 +48,39 @@ pub fn pass_names() -> String {
 
 /// Parses `text` and adds each pass, created with its resolved options, to `pm`.
 pub fn build_pipeline(text: &str, pm: &mut PassManager) -> Result<(), PipelineParseError> {
+    build_pipeline_with(text, &Overrides::default(), pm)
+}
+
+/// What a driver changes in a pipeline it runs (`tgc tune` running `tgc-cpu` with the run's
+/// cache, target and budget): options set on named passes, over what the text says, and
+/// passes left out.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Overrides {
+    /// `(pass, option, value)`: the value as the pipeline syntax would write it.
+    pub options: Vec<(&'static str, &'static str, String)>,
+    /// Passes not run.
+    pub skip: Vec<&'static str>,
+}
+
+impl Overrides {
+    pub fn set(mut self, pass: &'static str, option: &'static str, value: impl ToString) -> Self {
+        self.options.push((pass, option, value.to_string()));
+        self
+    }
+
+    pub fn skip(mut self, pass: &'static str) -> Self {
+        self.skip.push(pass);
+        self
+    }
+}
+
+/// [`build_pipeline`] with `overrides` applied to every pass they name, named pipelines
+/// expanded.
+pub fn build_pipeline_with(
+    text: &str,
+    overrides: &Overrides,
+    pm: &mut PassManager,
+) -> Result<(), PipelineParseError> {
     for element in parse_pipeline(text)? {
         if let Some((_, _, expansion)) = NAMED_PIPELINES.iter().find(|(n, _, _)| *n == element.name)
         {
@@ -57,7 +90,7 @@ pub fn build_pipeline(text: &str, pm: &mut PassManager) -> Result<(), PipelinePa
                     message: format!("named pipeline '{}' takes no options", element.name),
                 });
             }
-            build_pipeline(expansion, pm)?;
+            build_pipeline_with(expansion, overrides, pm)?;
             continue;
         }
         let info = lookup(&element.name).ok_or_else(|| PipelineParseError {
@@ -73,8 +106,18 @@ pub fn build_pipeline(text: &str, pm: &mut PassManager) -> Result<(), PipelinePa
                     .join(", ")
             ),
         })?;
+        if overrides.skip.contains(&info.name) {
+            continue;
+        }
+        let mut written = element.options.clone();
+        for (pass, option, value) in &overrides.options {
+            if *pass == info.name {
+                written.retain(|(k, _)| k != option);
+                written.push((option.to_string(), value.clone()));
+            }
+        }
         let options =
-            PassOptions::resolve(info, &element.options).map_err(|message| PipelineParseError {
+            PassOptions::resolve(info, &written).map_err(|message| PipelineParseError {
                 column: element.column,
                 message,
             })?;

@@ -19,7 +19,8 @@ pub enum CostModel {
 /// The configuration of one tuning run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TuneConfig {
-    /// `llvm`, `cuda` or a TVM target JSON.
+    /// `llvm` (this machine: its CPU, triple and physical cores), `llvm-generic` (portable
+    /// code), `cuda`, or a TVM target JSON.
     pub target: String,
     /// The cache file; `None`: `$TGC_CACHE`, else the user cache dir.
     pub cache: Option<PathBuf>,

@@ -3,25 +3,27 @@
 
 use crate::config::{CostModel, TuneConfig};
 use crate::observer::Observer;
-use crate::report::{Report, TaskReport};
+use crate::report::{PlanSource, Report, TaskReport};
 use serde_json::{json, Value};
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::Instant;
 use tgc_cache::{
-    Cache, CacheError, Candidate, NewRecord, Provenance, Query, Target, TaskEntry, Toolchain,
-    Trace, Workload,
+    Cache, CacheError, Candidate, NewRecord, Provenance, Target, TaskEntry, Toolchain, Trace,
+    Workload,
 };
-use tgc_canonicalize::{extract_tasks, Task, TaskKey};
-use tgc_ir::Module;
-use tgc_passes::annotate_cache::DEFAULT_CANDIDATE_LIMIT;
-use tgc_passes::partition::Partition;
-use tgc_passes::seeding::{plan, resolve_target, CandidateRef, SeedPlan, SeedPolicy};
+use tgc_canonicalize::{extract_annotated_tasks, Task, TaskKey};
+use tgc_ir::{Attr, Module};
+use tgc_passes::annotate_cache::WORKLOAD_HASH_ATTR;
+use tgc_passes::seed_schedules::{seed_plan, SEED_PLAN_ATTR};
+use tgc_passes::seeding::{Outcome, SeedPlan, Tier};
+use tgc_passes::target::resolve_target;
 use tgc_passes::{Instrumentation, PassManager};
+use tgc_pipelines::{build_pipeline_with, Overrides};
 use tgc_tvm::{
     module_json, task_json, BridgeError, BuildRecords, BuildRequest, BuildResult, LowerRequest,
-    Seed, StopReason, Trials, TuneRecord, TuneRequest, TuneResult, Versions, Worker, WorkerConfig,
+    Seed, StopReason, Trials, TuneRecord, TuneRequest, Versions, Worker, WorkerConfig,
 };
 
 /// Why a run stopped. Each message is one line naming what it is about.
@@ -65,15 +67,6 @@ pub fn tune(
         Some(p) => p.clone(),
         None => Cache::default_path()?,
     };
-    // Keys come from extract_tasks (once per task); the canonicalize pass would only
-    // print them into the IR.
-    let mut pm = PassManager::new(Instrumentation::default());
-    pm.add(Box::new(Partition::default()));
-    pm.run(&mut module, &mut std::io::sink())
-        .map_err(|e| TuneError::Config(format!("{}: {e}", config.model_name)))?;
-    let tasks = extract_tasks(&module);
-    let order = tuning_order(&tasks, config.max_tasks);
-
     let work_dir = match &config.work_dir {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("tgc-tune-{}", std::process::id())),
@@ -82,7 +75,6 @@ pub fn tune(
         path: work_dir.clone(),
         message: format!("cannot create: {e}"),
     })?;
-    observer.started(order.len());
     let mut run = Run::start(
         config,
         &spelled,
@@ -91,6 +83,30 @@ pub fn tune(
         work_dir,
         observer,
     )?;
+    // The pipeline plans every task (tgc.seed_plan) unless the input already carries plans,
+    // which are then executed as written. Keys are computed once, by canonicalize.
+    let planned = carries_plans(&module);
+    let replan = if planned {
+        None
+    } else {
+        let overrides = run.pipeline_overrides(&cache_path);
+        let mut pm = PassManager::new(Instrumentation::default());
+        build_pipeline_with(run.pipeline_name(), &overrides, &mut pm)
+            .map_err(|e| TuneError::Config(format!("pipeline {}: {e}", run.pipeline_name())))?;
+        pm.run(&mut module, &mut std::io::sink())
+            .map_err(|e| TuneError::Config(format!("{}: {e}", config.model_name)))?;
+        let mut replan = PassManager::new(Instrumentation {
+            verify_each: false,
+            ..Instrumentation::default()
+        });
+        build_pipeline_with("annotate-cache,seed-schedules", &overrides, &mut replan)
+            .map_err(|e| TuneError::Config(format!("re-plan pipeline: {e}")))?;
+        Some(replan)
+    };
+    let tasks = extract_annotated_tasks(&module)
+        .map_err(|e| TuneError::Config(format!("{}: {e}", config.model_name)))?;
+    let order = tuning_order(&tasks, config.max_tasks);
+    observer.started(order.len());
 
     let started = Instant::now();
     let mut reports = Vec::with_capacity(order.len());
@@ -98,10 +114,7 @@ pub fn tune(
     let mut best_traces: HashMap<TaskKey, Value> = HashMap::new();
     for &ti in &order {
         let task = &tasks[ti];
-        let f = module
-            .function(&task.name)
-            .expect("tasks name functions of the module");
-        let (report, best) = run.tune_task(task, f, observer)?;
+        let (report, best) = run.tune_task(task, &mut module, replan.as_ref(), observer)?;
         if let Some(best) = best {
             best_traces.insert(task.keys.exact, best);
         }
@@ -177,10 +190,18 @@ fn seed_source(c: &Candidate) -> Value {
     })
 }
 
+/// Whether any task of `module` already carries a seed plan (an IR that `tgc opt --passes
+/// tgc-cpu` printed, perhaps edited by hand).
+fn carries_plans(module: &Module) -> bool {
+    module
+        .functions
+        .values()
+        .any(|f| f.is_primitive() && f.attrs.contains_key(SEED_PLAN_ATTR))
+}
+
 /// The state of a run between tasks.
 struct Run<'a> {
     config: &'a TuneConfig,
-    policy: SeedPolicy,
     worker: Worker,
     cache: Option<Cache>,
     target: Target,
@@ -242,17 +263,8 @@ impl<'a> Run<'a> {
                 Some(Cache::cost_model_path(cache_path, &target, &toolchain))
             }
         };
-        let policy = SeedPolicy {
-            patience: if config.no_cache {
-                0
-            } else {
-                config.policy.patience
-            },
-            ..config.policy.clone()
-        };
         Ok(Run {
             config,
-            policy,
             worker,
             cache,
             target,
@@ -265,28 +277,66 @@ impl<'a> Run<'a> {
 }
 
 impl Run<'_> {
-    /// Lowers, looks up, plans, tunes and writes back one task; returns its report and its
-    /// best trace.
+    /// The named pipeline for the run's target.
+    fn pipeline_name(&self) -> &'static str {
+        if self.target.kind() == "cuda" {
+            "tgc-gpu"
+        } else {
+            "tgc-cpu"
+        }
+    }
+
+    /// The named pipeline's passes as this run needs them: the run's cache, TVM's canonical
+    /// target and the worker's toolchain for annotate-cache, the run's budget for
+    /// seed-schedules; with `no_cache` no lookups and no early stop.
+    fn pipeline_overrides(&self, cache_path: &std::path::Path) -> Overrides {
+        let p = &self.config.policy;
+        let o = Overrides::default()
+            .set("annotate-cache", "cache", cache_path.display())
+            .set("annotate-cache", "target", self.target.canonical_json())
+            .set("annotate-cache", "toolchain", &self.toolchain)
+            .set("seed-schedules", "trials", p.trials)
+            .set("seed-schedules", "max-seeds", p.max_seeds)
+            .set("seed-schedules", "tolerance", p.tolerance);
+        if self.config.no_cache {
+            o.skip("annotate-cache")
+                .set("seed-schedules", "patience", 0)
+        } else {
+            o.set("seed-schedules", "patience", p.patience)
+        }
+    }
+
+    /// Lowers the task, re-plans it when its candidates changed (`replan`: records written
+    /// earlier in this run, and the records its TVM hash finds), executes its plan, and
+    /// writes back; returns its report and its best trace.
     fn tune_task(
         &mut self,
         task: &Task,
-        f: &tgc_ir::Function,
+        module: &mut Module,
+        replan: Option<&PassManager>,
         observer: &mut dyn Observer,
     ) -> Result<(TaskReport, Option<Value>), TuneError> {
+        let f = module
+            .function(&task.name)
+            .expect("tasks name functions of the module");
         let tj = task_json(f).map_err(|e| task_error(&task.name, e))?;
         let lowered = self.worker.lower(&LowerRequest {
             task: tj.clone(),
             target: self.target_json.clone(),
         })?;
         let tvm_hash = lowered.structural_hash;
-        let candidates = self.lookup(task, Some(tvm_hash))?;
-        let refs: Vec<CandidateRef> = candidates
-            .iter()
-            .map(CandidateRef::from_candidate)
-            .collect();
-        let seed_plan = plan(&refs, &self.policy);
+        let replanned = match replan {
+            Some(pm) => self.replan(module, &task.name, tvm_hash, pm)?,
+            None => false,
+        };
+        let f = module
+            .function(&task.name)
+            .expect("tasks name functions of the module");
+        let seed_plan = seed_plan(f)
+            .map_err(TuneError::Config)?
+            .ok_or_else(|| task_error(&task.name, format!("carries no {SEED_PLAN_ATTR}")))?;
         observer.task_started(&task.name, &seed_plan);
-        let (seeds, first_source) = self.seeds(task, &seed_plan, &candidates)?;
+        let (seeds, first_source) = self.seeds(task, &seed_plan, observer)?;
 
         let result = self.worker.tune(&TuneRequest {
             task: tj,
@@ -303,7 +353,10 @@ impl Run<'_> {
             ..TuneRequest::default()
         })?;
         let best = result.records.first().map(|r| r.trace.clone());
-        let effort = effort(&seed_plan, &refs, &result);
+        let effort = seed_plan.effort(match result.stopped {
+            StopReason::ExactHit => Outcome::ExactHit,
+            _ => Outcome::Searched(result.trials),
+        });
         let workload = Workload {
             tvm_hash,
             json: lowered.workload_json,
@@ -315,7 +368,7 @@ impl Run<'_> {
         let report = TaskReport {
             name: task.name.clone(),
             occurrences: task.occurrences,
-            tier: seed_plan.tier.clone(),
+            tier: seed_plan.tier,
             seeds_tried: result.seeds_tried,
             seeds_failed: result.seeds_failed,
             trials: result.trials,
@@ -329,69 +382,95 @@ impl Run<'_> {
             prior_trials: seed_plan.prior_trials.max(0) as u64,
             workload_hash: tvm_hash,
             seed_source: first_source,
+            plan_source: if replan.is_some() {
+                PlanSource::Pipeline { replanned }
+            } else {
+                PlanSource::Input
+            },
+            plan: seed_plan,
         };
         Ok((report, best))
     }
 
-    /// The task's candidates now (records written earlier in this run count): by the tgc
-    /// keys, and when they find no exact hit, by the TVM hash of the workload just lowered
-    /// (imported MetaSchedule records, and tasks of other tgc keys that lower to the same
-    /// workload).
-    fn lookup(&self, task: &Task, tvm_hash: Option<u64>) -> Result<Vec<Candidate>, TuneError> {
-        let Some(cache) = &self.cache else {
-            return Ok(Vec::new());
-        };
-        let mut q = Query::new(
-            &task.keys,
-            &task.features,
-            &self.target,
-            &self.toolchain,
-            DEFAULT_CANDIDATE_LIMIT,
-        );
-        if let Some(h) = tvm_hash {
-            q = q.with_tvm_hash(h);
-        }
-        cache.lookup(&q).map_err(|e| task_error(&task.name, e))
+    /// Runs annotate-cache and seed-schedules again over the task, now that it carries its
+    /// TVM workload hash and earlier tasks of the run wrote their records; keeps the new
+    /// annotations in `module`. Returns whether the plan changed.
+    fn replan(
+        &self,
+        module: &mut Module,
+        name: &str,
+        tvm_hash: u64,
+        pm: &PassManager,
+    ) -> Result<bool, TuneError> {
+        let f = module
+            .functions
+            .get_mut(name)
+            .expect("tasks name functions of the module");
+        let before = f.attrs.get(SEED_PLAN_ATTR).cloned();
+        let mut one = Module::new(format!("replan_{name}"));
+        let mut g = f.clone();
+        g.attrs
+            .insert(WORKLOAD_HASH_ATTR.into(), Attr::Str(tvm_hash.to_string()));
+        one.functions.insert(name.to_string(), g);
+        pm.run(&mut one, &mut std::io::sink())
+            .map_err(|e| task_error(name, e))?;
+        let g = one
+            .functions
+            .swap_remove(name)
+            .expect("passes keep functions");
+        let changed = g.attrs.get(SEED_PLAN_ATTR) != before.as_ref();
+        *f = g;
+        Ok(changed)
     }
 
     /// The plan's seeds as the worker takes them, each with the TVM workload of the task it
     /// was measured on when the cache has it (the worker then repairs tiles or transfers the
     /// anchor block's schedule instead of taking another task's trace for an exact one), and
-    /// the report's account of the first seed's source.
+    /// the report's account of the first seed's source. A digest the cache does not hold
+    /// for this target and toolchain (a plan edited by hand) is skipped with a warning.
     fn seeds(
         &self,
         task: &Task,
         seed_plan: &SeedPlan,
-        candidates: &[Candidate],
+        observer: &mut dyn Observer,
     ) -> Result<(Vec<Seed>, Value), TuneError> {
+        let Some(cache) = &self.cache else {
+            if seed_plan.seeds.is_empty() {
+                return Ok((Vec::new(), Value::Null));
+            }
+            return Err(task_error(
+                &task.name,
+                "its seed plan names seeds, but --no-cache has no cache to read them from",
+            ));
+        };
+        let tier = seed_plan.tier.unwrap_or(Tier::Exact);
         // Seeds often share a source task: read each source's workload once.
         let mut sources: HashMap<(Option<TaskKey>, Option<u64>), Option<String>> = HashMap::new();
         let mut seeds = Vec::new();
         let mut first_source = Value::Null;
         for d in &seed_plan.seeds {
-            let Some(c) = candidates
-                .iter()
-                .find(|c| &c.trace.digest().to_string() == d)
-            else {
+            let found = cache
+                .seed_by_digest(d, tier, &self.target, &self.toolchain)
+                .map_err(|e| task_error(&task.name, e))?;
+            let Some(c) = found else {
+                observer.warning(&format!(
+                    "task {}: seed {d} is not in the cache for target {} and toolchain {}; skipped",
+                    task.name, self.target, self.toolchain
+                ));
                 continue;
             };
-            let Ok(trace) = serde_json::from_str::<Value>(c.trace.json()) else {
-                continue;
-            };
+            let trace = serde_json::from_str::<Value>(c.trace.json())
+                .map_err(|e| task_error(&task.name, format!("seed {d}: stored trace: {e}")))?;
             if first_source.is_null() {
-                first_source = seed_source(c);
+                first_source = seed_source(&c);
             }
-            let source = match (
-                &self.cache,
-                sources.entry((c.source.exact_key, c.source.tvm_hash)),
-            ) {
-                (_, Entry::Occupied(e)) => e.into_mut(),
-                (Some(cache), Entry::Vacant(e)) => e.insert(
+            let source = match sources.entry((c.source.exact_key, c.source.tvm_hash)) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => e.insert(
                     cache
                         .source_workload(&c.source)
                         .map_err(|e| task_error(&task.name, e))?,
                 ),
-                (None, Entry::Vacant(e)) => e.insert(None),
             };
             seeds.push(Seed {
                 source_workload: source.clone(),
@@ -428,7 +507,8 @@ impl Run<'_> {
                     provenance: Provenance {
                         model: Some(self.config.model_name.clone()),
                         task_name: Some(task.name.clone()),
-                        trials: Some(effort as u32),
+                        // 0: unknown (a confirmed MetaSchedule import)
+                        trials: (effort > 0).then(|| effort.min(u32::MAX as u64) as u32),
                         created_at: None,
                         source: "tune".into(),
                     },
@@ -473,21 +553,3 @@ impl Run<'_> {
 
 /// Timing repeats of the whole-model latency.
 const END_TO_END_REPEATS: u64 = 20;
-
-/// The search effort behind the records written back: a resumed search adds its trials to
-/// the earlier ones; an exact hit confirms the earlier search (its re-measurements are no
-/// search); otherwise this run's trials.
-fn effort(seed_plan: &SeedPlan, refs: &[CandidateRef], result: &TuneResult) -> u64 {
-    let run_trials = result.trials;
-    if seed_plan.prior_trials > 0 {
-        seed_plan.prior_trials as u64 + run_trials
-    } else if result.stopped == StopReason::ExactHit {
-        refs.iter()
-            .filter(|r| r.tier == seed_plan.tier)
-            .min_by(|a, b| a.latency_s.total_cmp(&b.latency_s))
-            .map_or(0, |r| r.trials.max(0) as u64)
-            .max(run_trials)
-    } else {
-        run_trials
-    }
-}

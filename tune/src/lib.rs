@@ -1,12 +1,17 @@
 //! tgc-tune: the tuning driver as a library.
 //!
-//! [`tune`] takes an imported model and a [`TuneConfig`] and, per distinct task: lowers it
-//! through the TVM worker, looks its candidates up in the cache (records written by earlier
-//! tasks of this run count: within-model reuse) by its tgc keys and, when they find no exact
-//! hit, by its TVM structural hash (records imported from MetaSchedule databases carry no
-//! tgc keys but are exact for the workload), plans the seeds ([`tgc_passes::seeding::plan`]),
-//! measures the seeds first and lets MetaSchedule's evolutionary search continue unless an
-//! exact hit re-measures within tolerance, and writes the best records back at once. The
+//! [`tune`] takes an imported model and a [`TuneConfig`], starts the TVM worker (which
+//! settles the toolchain and TVM's canonical target), and runs the named pipeline for the
+//! target (`tgc-cpu` or `tgc-gpu`: partition, canonicalize, annotate-cache,
+//! seed-schedules) with the run's cache, target, toolchain and budget as pass options. The
+//! IR then carries every task's `tgc.seed_plan`, and the driver executes those plans: per
+//! distinct task it lowers the task through the worker, runs annotate-cache and
+//! seed-schedules again over it (now with its TVM workload hash, which finds imported
+//! MetaSchedule records, and with the records earlier tasks of this run wrote: within-model
+//! reuse), measures the plan's seeds first and lets MetaSchedule's evolutionary search
+//! continue unless an exact hit re-measures within tolerance, and writes the best records
+//! back at once. An input IR that already carries plans (what `tgc opt --passes tgc-cpu`
+//! prints, perhaps edited by hand) is executed as written, without re-planning. The
 //! representative of each structural group (its most frequent task) is tuned before the
 //! rest of the group, so the others start from its records. Finally the whole model is
 //! built with the best schedule per task and timed with TVM's time evaluator; its outputs
@@ -33,4 +38,4 @@ mod report;
 pub use config::{CostModel, TuneConfig};
 pub use driver::{tune, TuneError};
 pub use observer::{Observer, Silent};
-pub use report::{Report, TaskReport};
+pub use report::{PlanSource, Report, TaskReport};

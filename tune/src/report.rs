@@ -4,6 +4,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use tgc_cache::Toolchain;
+use tgc_passes::seeding::{tier_name, SeedPlan, Tier};
 use tgc_tvm::{BuildResult, ReplayMode, StopReason, Trials, TuneRound};
 
 /// What happened to one task.
@@ -11,8 +12,8 @@ use tgc_tvm::{BuildResult, ReplayMode, StopReason, Trials, TuneRound};
 pub struct TaskReport {
     pub name: String,
     pub occurrences: usize,
-    /// The tier the seeds came from (`none` for a plain search).
-    pub tier: String,
+    /// The tier the seeds came from (`None`: a plain search).
+    pub tier: Option<Tier>,
     pub seeds_tried: Trials,
     pub seeds_failed: Trials,
     pub trials: Trials,
@@ -33,6 +34,44 @@ pub struct TaskReport {
     pub workload_hash: u64,
     /// Where the first seed's record came from: a MetaSchedule import or a tgc run.
     pub seed_source: Value,
+    /// The plan the task executed.
+    pub plan: SeedPlan,
+    pub plan_source: PlanSource,
+}
+
+/// Where a task's executed plan came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlanSource {
+    /// The run's pipeline (`tgc-cpu`, `tgc-gpu`); `replanned`: annotate-cache and
+    /// seed-schedules ran again over the task just before it was tuned and changed its plan
+    /// (records written earlier in the run, or found by its TVM hash).
+    Pipeline { replanned: bool },
+    /// The input IR carried the plan; executed as written.
+    Input,
+}
+
+impl PlanSource {
+    fn as_str(self) -> &'static str {
+        match self {
+            PlanSource::Pipeline { replanned: false } => "pipeline",
+            PlanSource::Pipeline { replanned: true } => "replanned",
+            PlanSource::Input => "input",
+        }
+    }
+}
+
+/// A plan as the report writes it: the `tgc.seed_plan` attribute's fields.
+fn plan_json(p: &SeedPlan) -> Value {
+    json!({
+        "tier": tier_name(p.tier),
+        "seeds": p.seeds,
+        "trials": p.trials,
+        "patience": p.patience,
+        "tolerance": p.tolerance,
+        "cached_latency_s": p.cached_latency_s,
+        "prior_trials": p.prior_trials,
+        "hit_trials": p.hit_trials,
+    })
 }
 
 /// The whole run.
@@ -57,7 +96,7 @@ impl Report {
     pub fn tasks_by_tier(&self) -> BTreeMap<String, usize> {
         let mut tiers = BTreeMap::new();
         for r in &self.tasks {
-            *tiers.entry(r.tier.clone()).or_default() += 1;
+            *tiers.entry(tier_name(r.tier).to_string()).or_default() += 1;
         }
         tiers
     }
@@ -99,7 +138,9 @@ impl Report {
             "tasks": self.tasks.iter().map(|r| json!({
                 "name": r.name,
                 "occurrences": r.occurrences,
-                "tier": r.tier,
+                "tier": tier_name(r.tier),
+                "plan": plan_json(&r.plan),
+                "plan_source": r.plan_source.as_str(),
                 "seeds_tried": r.seeds_tried,
                 "seeds_failed": r.seeds_failed,
                 "trials": r.trials,

@@ -67,6 +67,31 @@ class TestProtocol(unittest.TestCase):
             self.assertNotIn("\n", r["error"]["message"])
         self.assertEqual(w.request("target", {})["error"]["kind"], "bad_params")
 
+    def test_the_host_spelling_names_this_machine(self):
+        import tvm
+        from tgc_worker.tvmutil import physical_cores
+
+        w = shared_worker()
+        host = w.call("target", {"target": {"kind": "llvm", "tgc.host": "fingerprint"}})
+        c = host["canonical"]
+        # the CPU and triple this TVM's LLVM detects, the physical cores: what
+        # Target.from_device("cpu") builds, plus the cores MetaSchedule needs
+        self.assertEqual(c["mcpu"], str(tvm.target.codegen.llvm_get_system_cpu()))
+        self.assertEqual(c["mtriple"], str(tvm.target.codegen.llvm_get_system_triple()))
+        self.assertEqual(c["num-cores"], physical_cores())
+        self.assertNotIn("tgc.host", c)
+        from_device = tvm.target.Target.from_device("cpu").export()
+        self.assertEqual(c["mcpu"], from_device["mcpu"])
+        # generic code stays another target (records kept apart)
+        generic = w.call("target", {"target": {"kind": "llvm", "num-cores": c["num-cores"]}})
+        self.assertNotIn("mcpu", generic["canonical"])
+        self.assertNotEqual(generic["canonical"], c)
+        # fields given with the host key are kept; the key belongs to llvm only
+        mine = w.call("target", {"target": {"kind": "llvm", "tgc.host": "f", "num-cores": 1}})
+        self.assertEqual(mine["canonical"]["num-cores"], 1)
+        r = w.request("target", {"target": {"kind": "cuda", "tgc.host": "f"}})
+        self.assertEqual(r["error"]["kind"], "bad_params", r)
+
     def test_bad_requests_keep_the_worker_serving(self):
         w = shared_worker()
         r = w.send_raw("this is not json")

@@ -75,13 +75,47 @@ GPU_KINDS = ("cuda", "rocm", "vulkan", "metal", "opencl", "nvptx", "webgpu")
 
 
 def physical_cores() -> int:
+    """Physical cores (MetaSchedule's num-cores: SMT siblings share the vector units):
+    psutil when installed, else /proc/cpuinfo's distinct (physical id, core id) pairs, else
+    the logical count. The Rust side counts the same way (tgc_passes::target)."""
+    logical = os.cpu_count() or 1
     try:
         import psutil
 
         n = psutil.cpu_count(logical=False)
+        if n:
+            return int(n)
     except ImportError:
-        n = None
-    return int(n or os.cpu_count() or 1)
+        pass
+    try:
+        with open("/proc/cpuinfo") as f:
+            blocks = f.read().split("\n\n")
+    except OSError:
+        return logical
+    cores = set()
+    for b in blocks:
+        fields = dict(
+            (k.strip(), v.strip()) for k, _, v in (l.partition(":") for l in b.splitlines())
+        )
+        if "physical id" in fields and "core id" in fields:
+            cores.add((fields["physical id"], fields["core id"]))
+    return min(len(cores), logical) if cores else logical
+
+
+# The key of a spelled target that means "this machine" (tgc_passes::target::HOST_KEY): its
+# value is the Rust side's host fingerprint, and it is replaced by the CPU and triple this
+# TVM's LLVM detects and the physical cores.
+HOST_KEY = "tgc.host"
+
+
+def host_llvm_fields() -> dict:
+    from tvm.target import codegen
+
+    return {
+        "mcpu": str(codegen.llvm_get_system_cpu()),
+        "mtriple": str(codegen.llvm_get_system_triple()),
+        "num-cores": physical_cores(),
+    }
 
 
 def parse_target(obj, task: str | None = None, with_host: bool = False) -> tvm.target.Target:
@@ -90,6 +124,12 @@ def parse_target(obj, task: str | None = None, with_host: bool = False) -> tvm.t
             "bad_params", 'target must be an object with a "kind", e.g. {"kind": "llvm"}', task
         )
     cfg = dict(obj)
+    if HOST_KEY in cfg:
+        if cfg["kind"] != "llvm":
+            raise WorkerError("bad_params", f"{HOST_KEY} applies to llvm targets only", task)
+        del cfg[HOST_KEY]
+        for k, v in host_llvm_fields().items():
+            cfg.setdefault(k, v)
     if cfg["kind"] == "cuda":
         # Without a GPU TVM cannot query these; MetaSchedule's CUDA rules and VerifyGPUCode
         # need them. Values of every NVIDIA GPU since Kepler (48 KiB static shared memory).
