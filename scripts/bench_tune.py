@@ -49,6 +49,7 @@ import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
+sys.dont_write_bytecode = True  # no scripts/__pycache__ in the working tree
 import stock_tvm  # noqa: E402  (no TVM import at module level)
 
 

@@ -11,6 +11,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 MODEL = os.path.join(REPO, "tests", "fixtures", "onnx", "pplcnet-blocks.onnx")
 sys.path.insert(0, os.path.join(REPO, "scripts"))
+sys.dont_write_bytecode = True  # no scripts/__pycache__ in the working tree
 
 
 class TestStockTvm(unittest.TestCase):
