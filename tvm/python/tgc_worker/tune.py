@@ -456,18 +456,25 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
     # each (the exact seed's re-measurement above is reused), and their median
     from tvm.s_tir import Schedule
 
-    items = []
-    for rec, tj, _ in found[:remeasure_top]:
-        sch = Schedule(lt.workload, seed=1, debug_mask=0, error_render_level="none")
-        rec.trace.apply_to_schedule(sch, remove_postproc=False)
-        args = list(rec.args_info) if rec.args_info is not None else ArgInfo.from_entry_func(
-            sch.mod, remove_preproc=True
-        )
+    items, where = [], []
+    for i, (rec, tj, _) in enumerate(found[:remeasure_top]):
+        try:
+            sch = Schedule(lt.workload, seed=1, debug_mask=0, error_render_level="none")
+            rec.trace.apply_to_schedule(sch, remove_postproc=False)
+            args = list(rec.args_info) if rec.args_info is not None else ArgInfo.from_entry_func(
+                sch.mod, remove_preproc=True
+            )
+        except Exception as e:  # noqa: BLE001 - the record keeps its search measurement
+            _log(f"{task}: record {i} not re-measured: replay failed: {e}".splitlines()[0])
+            continue
         items.append((json.dumps(tj), sch.mod, args))
-    fresh = remeasurer.measure(items) if items else []
+        where.append(i)
+    fresh = [None] * len(found)
+    for i, secs in zip(where, remeasurer.measure(items) if items else []):
+        fresh[i] = secs
     remeasured, kept = [], []
     for i, (rec, tj, run_secs) in enumerate(found):
-        secs = fresh[i] if i < len(fresh) else None
+        secs = fresh[i]
         entry = {
             "trace": tj,
             "run_secs": secs if secs is not None else run_secs,
