@@ -19,7 +19,7 @@ export TGC_PYTHON
 cargo build --release --locked -q -p tgc-cli
 work="$(mktemp -d -t tgc-run-XXXXXX)"
 args=(models/keras-resnet50.onnx --target llvm --cache "$work/cache.sqlite"
-      --max-tasks 3 --trials-per-task 4 --trials-per-round 4 --population 32 --tolerance 0.5
+      --max-tasks 3 --trials-per-task 4 --trials-per-round 4 --population 32
       ${TGC_RUN_ARGS:-})
 ./target/release/tgc tasks models/keras-resnet50.onnx
 echo "== first run (empty cache)"

@@ -66,6 +66,9 @@ pub struct SourceTask {
     pub tvm_hash: Option<u64>,
     pub model: Option<String>,
     pub task_name: Option<String>,
+    /// Its floating-point operations (tgc features; `None` for an imported workload): with
+    /// the record's latency, the throughput the source task reached.
+    pub flops: Option<f64>,
 }
 
 /// One ranked trace to try.
@@ -259,6 +262,7 @@ struct StoredRecord {
 struct SourceKeys {
     exact_key: Option<TaskKey>,
     tvm_hash: Option<u64>,
+    flops: Option<f64>,
 }
 
 /// The hits so far, best tier first; a trace counts once, in the first tier that finds it.
@@ -596,6 +600,7 @@ impl Rows<'_> {
                     tvm_hash: keys.tvm_hash,
                     model: record.model,
                     task_name: record.task_name,
+                    flops: keys.flops,
                 },
                 toolchain: toolchains[&record.toolchain_id].clone(),
                 origin: record.origin,
@@ -634,14 +639,20 @@ impl Rows<'_> {
     /// encoding) is unknown.
     fn source_keys(&self, task_id: i64) -> Result<SourceKeys> {
         self.conn
-            .prepare_cached("SELECT exact_key, tvm_hash FROM tasks WHERE id = ?1")
+            .prepare_cached("SELECT exact_key, tvm_hash, features_json FROM tasks WHERE id = ?1")
             .and_then(|mut s| {
                 s.query_row([task_id], |r| {
                     let exact: Option<String> = r.get(0)?;
                     let hash: Option<String> = r.get(1)?;
+                    let features: Option<String> = r.get(2)?;
                     Ok(SourceKeys {
                         exact_key: exact.and_then(|k| k.parse().ok()),
                         tvm_hash: hash.and_then(|h| h.parse().ok()),
+                        flops: features
+                            .as_deref()
+                            .and_then(features_from_json)
+                            .map(|f| f.flops)
+                            .filter(|f| *f > 0.0),
                     })
                 })
             })

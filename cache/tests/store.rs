@@ -384,6 +384,7 @@ fn candidates_lead_to_their_source_workload() {
         tvm_hash: Some(42),
         model: None,
         task_name: None,
+        flops: None,
     };
     assert_eq!(cache.source_workload(&imported).unwrap(), None);
     let hashed = lowered(synth::task(3, 0, 0), 42, "{}");

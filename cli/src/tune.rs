@@ -25,6 +25,15 @@ pub struct TuneArgs {
     /// Measured candidates per task, seeds included.
     #[arg(long, default_value_t = SeedPolicy::DEFAULT.trials)]
     trials_per_task: i64,
+    /// A trial budget for the whole model instead of per task: each task gets its share of
+    /// what is left by occurrences times current best latency; exact hits cost their seeds,
+    /// and what a task leaves unspent goes to the tasks after it.
+    #[arg(long, value_name = "N")]
+    trials: Option<u64>,
+    /// A tuning wall-time budget in seconds, spread the same way (at the run's measured
+    /// seconds per trial). Tasks the budget does not reach keep TVM's default schedules.
+    #[arg(long, value_name = "SECONDS")]
+    time_budget: Option<f64>,
     /// Stock MetaSchedule with the same budget: no cache reads or writes, no seeds, no early
     /// stop; the cost model is shared by this run's tasks only.
     #[arg(long)]
@@ -41,7 +50,13 @@ pub struct TuneArgs {
     /// Search rounds without improvement before a task stops (0: never).
     #[arg(long, default_value_t = SeedPolicy::DEFAULT.patience)]
     patience: i64,
-    /// Relative tolerance within which an exact hit's re-measured latency ends the task.
+    /// The same for a task seeded by structural or family neighbours, counted once the
+    /// seeds are measured (0: never).
+    #[arg(long, default_value_t = SeedPolicy::DEFAULT.seeded_patience)]
+    seeded_patience: i64,
+    /// Relative tolerance within which an exact hit's re-measured latency ends the task,
+    /// and within which a neighbour-seeded task's best reaching its goal (the FLOP rate of
+    /// its seeds' source tasks) ends it.
     #[arg(long, default_value_t = SeedPolicy::DEFAULT.tolerance)]
     tolerance: f64,
     /// Candidates per search round.
@@ -83,11 +98,14 @@ impl TuneArgs {
                 max_seeds: self.max_seeds,
                 tolerance: self.tolerance,
                 patience: self.patience,
+                seeded_patience: self.seeded_patience,
                 ..SeedPolicy::DEFAULT
             },
             trials_per_round: self.trials_per_round,
             population: self.population,
             max_tasks: self.max_tasks,
+            run_trials: self.trials,
+            time_budget_s: self.time_budget,
             cost_model: match (&self.cost_model, self.no_cost_model_warm_start) {
                 (_, true) => CostModel::Cold,
                 (Some(file), _) => CostModel::File(file.clone()),
@@ -265,6 +283,12 @@ fn summary_table(report: &Report) -> String {
         report.total_trials(),
         hits.join(", ")
     ));
+    if !report.skipped.is_empty() {
+        out.push_str(&format!(
+            "not reached by the run budget (TVM's default schedules): {}\n",
+            report.skipped.join(", ")
+        ));
+    }
     if let Some(m) = &report.end_to_end {
         out.push_str(&format!(
             "end-to-end latency: {:.3} ms (median of {}); outputs match untuned build: {} \

@@ -127,6 +127,29 @@ fn tune_writes_back_and_the_second_run_hits_the_cache() {
     assert_eq!(second["totals"]["tasks_by_tier"]["exact"], 2);
     assert_output_check(&second["end_to_end"]);
 
+    // A run budget over the model: the later exact hit is charged its seeds, the first
+    // task gets the rest; both hits stick, so the run spends less than the budget.
+    let budgeted = tune_model(
+        &dir,
+        "small.tgc",
+        "budget.json",
+        "3",
+        &["--no-measure", "--trials", "5"],
+    );
+    assert_eq!(budgeted["budget"]["trials"], 5, "{budgeted}");
+    let tasks = budgeted["tasks"].as_array().expect("tasks");
+    assert_eq!(tasks.len(), 2);
+    let later_seeds = tasks[1]["plan"]["seeds"].as_array().unwrap().len() as u64;
+    assert_eq!(
+        tasks[0]["plan"]["trials"].as_u64().unwrap(),
+        5 - later_seeds,
+        "5 less the seeds of the later hit: {budgeted}"
+    );
+    for t in tasks {
+        assert_eq!(t["stopped"], "exact_hit", "{t}");
+    }
+    assert!(budgeted["totals"]["trials"].as_u64().unwrap() <= 5);
+
     // The plan `tgc opt` prints with the tgc-cpu passes (here with this test's budget and
     // tolerance: tgc tune sets them from its flags) is the plan `tgc tune` then executes.
     let cache = dir.join("cache.sqlite");
@@ -199,6 +222,21 @@ fn tune_writes_back_and_the_second_run_hits_the_cache() {
     // got each seed's source workload from the cache, so none passes for exact).
     std::fs::write(dir.join("wide.tgc"), MODEL.replace("16x16", "24x24")).expect("written");
     let third = tune_model(&dir, "wide.tgc", "third.json", "3", &["--no-measure"]);
+    // One trial for the whole model: one task gets it, the other is not reached.
+    let one = tune_model(
+        &dir,
+        "wide.tgc",
+        "one.json",
+        "3",
+        &["--no-measure", "--trials", "1"],
+    );
+    assert_eq!(one["totals"]["trials"], 1, "{one}");
+    assert_eq!(one["tasks"].as_array().unwrap().len(), 1, "{one}");
+    assert_eq!(
+        one["budget"]["skipped_tasks"].as_array().unwrap().len(),
+        1,
+        "{one}"
+    );
     for t in third["tasks"].as_array().expect("tasks") {
         assert_eq!(t["tier"], "structural", "{t}");
         let modes = t["seed_modes"].as_object().expect("seed modes");
@@ -253,6 +291,7 @@ fn assert_plan_eq(ir: &tgc_passes::seeding::SeedPlan, report: &Value, task: &str
         "cached_latency_s": ir.cached_latency_s,
         "prior_trials": ir.prior_trials,
         "hit_trials": ir.hit_trials,
+        "goal_latency_s": ir.goal_latency_s,
     });
     assert_eq!(
         &executed, report,

@@ -153,6 +153,7 @@ impl CandidateRef {
                 c.source.task_name.as_deref().unwrap_or("?")
             ),
             trials: c.trials.map_or(0, i64::from),
+            source_flops: c.source.flops.unwrap_or(0.0),
         }
     }
 }

@@ -32,14 +32,28 @@ pub static INFO: PassInfo = PassInfo {
             default: OptionDefault::Int(SeedPolicy::DEFAULT.patience),
             help: "search rounds without improvement before stopping (0: never)",
         },
+        OptionSpec {
+            name: "seeded-patience",
+            default: OptionDefault::Int(SeedPolicy::DEFAULT.seeded_patience),
+            help: "the same after neighbour seeds (structural, family) were measured",
+        },
     ],
     create: |o: &PassOptions| {
-        let (trials, max_seeds, patience) =
-            (o.int("trials"), o.int("max-seeds"), o.int("patience"));
+        let (trials, max_seeds, patience, seeded_patience) = (
+            o.int("trials"),
+            o.int("max-seeds"),
+            o.int("patience"),
+            o.int("seeded-patience"),
+        );
         let tolerance = o.float("tolerance");
-        if trials < 1 || max_seeds < 0 || patience < 0 || !(0.0..=10.0).contains(&tolerance) {
+        if trials < 1
+            || max_seeds < 0
+            || patience < 0
+            || seeded_patience < 0
+            || !(0.0..=10.0).contains(&tolerance)
+        {
             return Err(format!(
-                "pass 'seed-schedules' needs trials >= 1, max-seeds >= 0, patience >= 0 and 0 <= tolerance <= 10, got trials={trials} max-seeds={max_seeds} patience={patience} tolerance={tolerance}"
+                "pass 'seed-schedules' needs trials >= 1, max-seeds >= 0, patience >= 0, seeded-patience >= 0 and 0 <= tolerance <= 10, got trials={trials} max-seeds={max_seeds} patience={patience} seeded-patience={seeded_patience} tolerance={tolerance}"
             ));
         }
         Ok(Box::new(SeedSchedules(SeedPolicy {
@@ -47,6 +61,7 @@ pub static INFO: PassInfo = PassInfo {
             max_seeds: max_seeds as usize,
             tolerance,
             patience,
+            seeded_patience,
             ..SeedPolicy::DEFAULT
         })))
     },
@@ -81,7 +96,8 @@ impl SeedSchedules {
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| format!("@{}: {CANDIDATES_ATTR}: {e}", f.name))?,
         };
-        Ok(plan(&candidates, &self.0))
+        let flops = tgc_canonicalize::Features::of(f).flops;
+        Ok(plan(&candidates, Some(flops), &self.0))
     }
 }
 

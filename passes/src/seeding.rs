@@ -44,6 +44,8 @@ pub struct CandidateRef {
     pub source: String,
     /// Trials of search behind the record (0: unknown, e.g. a MetaSchedule import).
     pub trials: i64,
+    /// Floating-point operations of the source task (0: unknown, e.g. an import).
+    pub source_flops: f64,
 }
 
 impl CandidateRef {
@@ -56,6 +58,9 @@ impl CandidateRef {
         d.insert("source".into(), Attr::str(&self.source));
         if self.trials > 0 {
             d.insert("trials".into(), Attr::Int(self.trials));
+        }
+        if self.source_flops > 0.0 {
+            d.insert("source_flops".into(), Attr::Float(self.source_flops));
         }
         Attr::Dict(d)
     }
@@ -80,6 +85,10 @@ impl CandidateRef {
             distance: f("distance")?,
             source: s("source")?,
             trials: d.get("trials").and_then(Attr::as_int).unwrap_or(0),
+            source_flops: d
+                .get("source_flops")
+                .and_then(Attr::as_float)
+                .unwrap_or(0.0),
         })
     }
 }
@@ -98,6 +107,9 @@ pub struct SeedPolicy {
     pub tolerance: f64,
     /// Search rounds without improvement before a task stops early.
     pub patience: i64,
+    /// The same for a task seeded by neighbours (structural or family tiers): their traces
+    /// put the first round near what search finds, so it stops sooner.
+    pub seeded_patience: i64,
 }
 
 impl SeedPolicy {
@@ -109,6 +121,7 @@ impl SeedPolicy {
         max_exact_seeds: 2,
         tolerance: 0.05,
         patience: 3,
+        seeded_patience: 1,
     };
 }
 
@@ -136,6 +149,10 @@ pub struct SeedPlan {
     /// The search effort behind the best exact hit when it may end the task (0: unknown or
     /// no such hit): what a record confirmed by re-measuring it inherits.
     pub hit_trials: i64,
+    /// For neighbour seeds: the latency at which this task would run at the FLOP rate the
+    /// best of its seeds' source tasks reached; the search ends once the task's best is
+    /// within `tolerance` of it (more search is not expected to pay).
+    pub goal_latency_s: Option<f64>,
 }
 
 /// How a task's tuning ended, as far as the records' effort is concerned.
@@ -147,8 +164,9 @@ pub enum Outcome {
     Searched(u64),
 }
 
-/// The seed plan for a task with these candidates (ranked best first within each tier).
-pub fn plan(candidates: &[CandidateRef], policy: &SeedPolicy) -> SeedPlan {
+/// The seed plan for a task of `task_flops` floating-point operations (`None`: unknown)
+/// with these candidates (ranked best first within each tier).
+pub fn plan(candidates: &[CandidateRef], task_flops: Option<f64>, policy: &SeedPolicy) -> SeedPlan {
     let tier = candidates.iter().map(|c| c.tier).min();
     // Exact tiers: the best hit decides, the runner-up covers one that fails to replay.
     let cap = match tier {
@@ -174,15 +192,31 @@ pub fn plan(candidates: &[CandidateRef], policy: &SeedPolicy) -> SeedPlan {
         Some(b) => (Some(b.latency_s), 0, b.trials, policy.trials),
         None => (None, 0, 0, policy.trials),
     };
+    // Neighbours' latencies are of other tasks: scaled by work, the best FLOP rate they
+    // reached is the goal.
+    let neighbours = tier.is_some_and(|t| !t.is_exact());
+    let goal_latency_s = match task_flops {
+        Some(flops) if neighbours && flops > 0.0 => chosen
+            .iter()
+            .filter(|c| c.source_flops > 0.0 && c.latency_s > 0.0)
+            .map(|c| c.latency_s * flops / c.source_flops)
+            .min_by(f64::total_cmp),
+        _ => None,
+    };
     SeedPlan {
         tier: chosen.first().map(|c| c.tier),
         seeds: chosen.iter().map(|c| c.trace.clone()).collect(),
         trials,
-        patience: policy.patience,
+        patience: if neighbours {
+            policy.seeded_patience
+        } else {
+            policy.patience
+        },
         tolerance: policy.tolerance,
         cached_latency_s,
         prior_trials,
         hit_trials,
+        goal_latency_s,
     }
 }
 
@@ -216,12 +250,15 @@ impl SeedPlan {
         if self.hit_trials > 0 {
             d.insert("hit_trials".into(), Attr::Int(self.hit_trials));
         }
+        if let Some(g) = self.goal_latency_s {
+            d.insert("goal_latency_s".into(), Attr::Float(g));
+        }
         Attr::Dict(d)
     }
 
     pub fn from_attr(a: &Attr) -> Result<SeedPlan, String> {
         let d = a.as_dict().ok_or("a seed plan must be a dictionary")?;
-        const FIELDS: [&str; 8] = [
+        const FIELDS: [&str; 9] = [
             "tier",
             "seeds",
             "trials",
@@ -230,6 +267,7 @@ impl SeedPlan {
             "cached_latency_s",
             "prior_trials",
             "hit_trials",
+            "goal_latency_s",
         ];
         if let Some(k) = d.keys().find(|k| !FIELDS.contains(&k.as_str())) {
             return Err(format!(
@@ -281,6 +319,14 @@ impl SeedPlan {
             cached_latency_s: d.get("cached_latency_s").and_then(Attr::as_float),
             prior_trials: optional_count(d, "prior_trials")?,
             hit_trials: optional_count(d, "hit_trials")?,
+            goal_latency_s: match d.get("goal_latency_s") {
+                None => None,
+                Some(a) => Some(
+                    a.as_float()
+                        .filter(|g| *g > 0.0)
+                        .ok_or("seed plan's 'goal_latency_s' must be a positive number")?,
+                ),
+            },
         })
     }
 }
@@ -308,6 +354,7 @@ mod tests {
             distance: 0.0,
             source: "m/t".into(),
             trials: 0,
+            source_flops: 0.0,
         }
     }
 
@@ -325,6 +372,7 @@ mod tests {
                 with_trials(cand("exact", "a", 1e-4), 16),
                 with_trials(cand("exact", "b", 2e-4), 64),
             ],
+            None,
             &policy,
         );
         assert_eq!(p.seeds, vec!["a", "b"]);
@@ -334,20 +382,24 @@ mod tests {
         );
         // as much search as this run would do, or more: the hit may end the task
         for t in [64, 500] {
-            let p = plan(&[with_trials(cand("exact", "a", 1e-4), t)], &policy);
+            let p = plan(&[with_trials(cand("exact", "a", 1e-4), t)], None, &policy);
             assert_eq!(
                 (p.cached_latency_s, p.prior_trials, p.trials),
                 (Some(1e-4), 0, 64)
             );
         }
         // unknown effort (a MetaSchedule import) counts as enough
-        let p = plan(&[cand("tvm-hash", "h", 1e-4)], &policy);
+        let p = plan(&[cand("tvm-hash", "h", 1e-4)], None, &policy);
         assert_eq!(p.cached_latency_s, Some(1e-4));
         // neighbours' effort is about other tasks: it never shortens the budget
-        let p = plan(&[with_trials(cand("structural", "s", 1e-4), 8)], &policy);
+        let p = plan(
+            &[with_trials(cand("structural", "s", 1e-4), 8)],
+            None,
+            &policy,
+        );
         assert_eq!((p.prior_trials, p.trials), (0, 64));
         // the plan keeps it through the IR
-        let p = plan(&[with_trials(cand("exact", "a", 1e-4), 10)], &policy);
+        let p = plan(&[with_trials(cand("exact", "a", 1e-4), 10)], None, &policy);
         assert_eq!(SeedPlan::from_attr(&p.to_attr()).unwrap(), p);
         let c = with_trials(cand("exact", "a", 1e-4), 10);
         assert_eq!(CandidateRef::from_attr(&c.to_attr()).unwrap(), c);
@@ -357,24 +409,53 @@ mod tests {
     fn records_carry_the_effort_behind_them() {
         let policy = SeedPolicy::default(); // 64 trials
                                             // a resumed search adds its trials to the earlier ones
-        let p = plan(&[with_trials(cand("exact", "a", 1e-4), 16)], &policy);
+        let p = plan(&[with_trials(cand("exact", "a", 1e-4), 16)], None, &policy);
         assert_eq!(p.effort(Outcome::Searched(48)), 64);
         // a confirmed hit keeps the effort of the search that found it
-        let p = plan(&[with_trials(cand("exact", "a", 1e-4), 200)], &policy);
+        let p = plan(&[with_trials(cand("exact", "a", 1e-4), 200)], None, &policy);
         assert_eq!(p.hit_trials, 200);
         assert_eq!(p.effort(Outcome::ExactHit), 200);
         // ... and when the hit did not stick, the search that followed counts
         assert_eq!(p.effort(Outcome::Searched(64)), 64);
         // an import's unknown effort stays unknown (0), never the re-measure's 2 trials
-        let p = plan(&[cand("tvm-hash", "h", 1e-4)], &policy);
+        let p = plan(&[cand("tvm-hash", "h", 1e-4)], None, &policy);
         assert_eq!(p.effort(Outcome::ExactHit), 0);
         // plain and neighbour-seeded searches: this run's trials
-        assert_eq!(plan(&[], &policy).effort(Outcome::Searched(64)), 64);
+        assert_eq!(plan(&[], None, &policy).effort(Outcome::Searched(64)), 64);
+    }
+
+    #[test]
+    fn neighbour_seeds_set_a_goal_and_a_shorter_patience() {
+        let policy = SeedPolicy::default();
+        let mut a = cand("structural", "a", 2e-3);
+        a.source_flops = 1e9; // 0.5 TFLOP/s
+        let mut b = cand("structural", "b", 1e-3);
+        b.source_flops = 1e8; // 0.1 TFLOP/s
+                              // this task does twice a's work: at a's rate it runs in 4 ms
+        let p = plan(&[a.clone(), b], Some(2e9), &policy);
+        assert_eq!(p.goal_latency_s, Some(4e-3));
+        assert_eq!(p.patience, policy.seeded_patience);
+        // unknown work or unknown source work: no goal, the patience still applies
+        let p = plan(std::slice::from_ref(&a), None, &policy);
+        assert_eq!(
+            (p.goal_latency_s, p.patience),
+            (None, policy.seeded_patience)
+        );
+        // exact hits have their own bar; plain searches neither
+        let mut e = cand("exact", "e", 1e-3);
+        e.source_flops = 1e9;
+        let p = plan(&[e], Some(1e9), &policy);
+        assert_eq!((p.goal_latency_s, p.patience), (None, policy.patience));
+        let p = plan(&[], Some(1e9), &policy);
+        assert_eq!((p.goal_latency_s, p.patience), (None, policy.patience));
+        // through the IR
+        let p = plan(&[a], Some(2e9), &policy);
+        assert_eq!(SeedPlan::from_attr(&p.to_attr()).unwrap(), p);
     }
 
     #[test]
     fn hand_written_plans_are_checked() {
-        let good = plan(&[cand("exact", "a", 1e-4)], &SeedPolicy::default()).to_attr();
+        let good = plan(&[cand("exact", "a", 1e-4)], None, &SeedPolicy::default()).to_attr();
         let edit = |k: &str, v: Attr| {
             let mut d = good.as_dict().unwrap().clone();
             d.insert(k.into(), v);
@@ -402,7 +483,7 @@ mod tests {
             cand("exact", "x", 3e-4),
             cand("structural", "c", 5e-5),
         ];
-        let p = plan(&c, &SeedPolicy::default());
+        let p = plan(&c, None, &SeedPolicy::default());
         assert_eq!(p.tier, Some(Tier::Exact));
         assert_eq!(
             p.seeds,
@@ -419,7 +500,7 @@ mod tests {
             cand("structural", "s2", 2e-3),
             cand("family", "f", 1e-4),
         ];
-        let p = plan(&c, &SeedPolicy::default());
+        let p = plan(&c, None, &SeedPolicy::default());
         assert_eq!(p.tier, Some(Tier::Structural));
         assert_eq!(p.seeds, vec!["s1", "s2"]);
         assert_eq!(
@@ -430,9 +511,9 @@ mod tests {
 
     #[test]
     fn family_hits_last_and_plain_search_without_candidates() {
-        let p = plan(&[cand("family", "f", 1e-4)], &SeedPolicy::default());
+        let p = plan(&[cand("family", "f", 1e-4)], None, &SeedPolicy::default());
         assert_eq!((p.tier, p.seeds.len()), (Some(Tier::Family), 1));
-        let none = plan(&[], &SeedPolicy::default());
+        let none = plan(&[], None, &SeedPolicy::default());
         assert_eq!(none.tier, None);
         assert!(none.seeds.is_empty());
         assert_eq!(none.trials, 64);
@@ -445,6 +526,7 @@ mod tests {
             .collect();
         let p = plan(
             &c,
+            None,
             &SeedPolicy {
                 max_seeds: 5,
                 ..SeedPolicy::default()
@@ -457,6 +539,7 @@ mod tests {
     fn tvm_hash_hits_count_as_exact() {
         let p = plan(
             &[cand("tvm-hash", "h", 3e-5), cand("family", "f", 1e-5)],
+            None,
             &SeedPolicy::default(),
         );
         assert_eq!(p.tier, Some(Tier::TvmHash));
@@ -465,7 +548,7 @@ mod tests {
 
     #[test]
     fn plans_and_candidates_round_trip_through_attributes() {
-        let p = plan(&[cand("exact", "a", 1e-4)], &SeedPolicy::default());
+        let p = plan(&[cand("exact", "a", 1e-4)], None, &SeedPolicy::default());
         assert_eq!(SeedPlan::from_attr(&p.to_attr()).unwrap(), p);
         let c = cand("family", "z", 2.5e-3);
         assert_eq!(CandidateRef::from_attr(&c.to_attr()).unwrap(), c);

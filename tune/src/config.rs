@@ -35,6 +35,11 @@ pub struct TuneConfig {
     pub population: i64,
     /// Tune at most this many distinct tasks, the most frequent first.
     pub max_tasks: Option<usize>,
+    /// A trial budget for the whole run, spread across tasks by their share of the model's
+    /// latency (see `budget`); replaces the per-task trials of the policy.
+    pub run_trials: Option<u64>,
+    /// A wall-time budget for tuning, in seconds, spread the same way.
+    pub time_budget_s: Option<f64>,
     pub cost_model: CostModel,
     /// Build the whole model with the tuned schedules, time it and check its outputs.
     pub measure: bool,
@@ -58,6 +63,8 @@ impl TuneConfig {
             trials_per_round: Self::DEFAULT_TRIALS_PER_ROUND,
             population: Self::DEFAULT_POPULATION,
             max_tasks: None,
+            run_trials: None,
+            time_budget_s: None,
             cost_model: CostModel::Shared,
             measure: true,
             work_dir: None,

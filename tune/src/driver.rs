@@ -1,6 +1,7 @@
 //! The run: partition and key the model, then per task lower, look up, plan, tune and write
 //! back, then build and measure the whole model.
 
+use crate::budget::{Budget, Share};
 use crate::config::{CostModel, TuneConfig};
 use crate::observer::Observer;
 use crate::report::{PlanSource, Report, TaskReport};
@@ -15,9 +16,9 @@ use tgc_cache::{
 };
 use tgc_canonicalize::{extract_annotated_tasks, Task, TaskKey};
 use tgc_ir::{Attr, Module};
-use tgc_passes::annotate_cache::WORKLOAD_HASH_ATTR;
+use tgc_passes::annotate_cache::{CANDIDATES_ATTR, WORKLOAD_HASH_ATTR};
 use tgc_passes::seed_schedules::{seed_plan, SEED_PLAN_ATTR};
-use tgc_passes::seeding::{Outcome, SeedPlan, Tier};
+use tgc_passes::seeding::{CandidateRef, Outcome, SeedPlan, Tier};
 use tgc_passes::target::resolve_target;
 use tgc_passes::{Instrumentation, PassManager};
 use tgc_pipelines::{build_pipeline_with, Overrides};
@@ -86,22 +87,17 @@ pub fn tune(
     // The pipeline plans every task (tgc.seed_plan) unless the input already carries plans,
     // which are then executed as written. Keys are computed once, by canonicalize.
     let planned = carries_plans(&module);
+    let mut budget = Budget::new(config.run_trials, config.time_budget_s);
+    if planned && budget.is_limited() {
+        return Err(TuneError::Config(format!(
+            "{}: the input carries seed plans, which are executed as written; a run budget (trials over the model, time) would re-plan them",
+            config.model_name
+        )));
+    }
     let replan = if planned {
         None
     } else {
-        let overrides = run.pipeline_overrides(&cache_path);
-        let mut pm = PassManager::new(Instrumentation::default());
-        build_pipeline_with(run.pipeline_name(), &overrides, &mut pm)
-            .map_err(|e| TuneError::Config(format!("pipeline {}: {e}", run.pipeline_name())))?;
-        pm.run(&mut module, &mut std::io::sink())
-            .map_err(|e| TuneError::Config(format!("{}: {e}", config.model_name)))?;
-        let mut replan = PassManager::new(Instrumentation {
-            verify_each: false,
-            ..Instrumentation::default()
-        });
-        build_pipeline_with("annotate-cache,seed-schedules", &overrides, &mut replan)
-            .map_err(|e| TuneError::Config(format!("re-plan pipeline: {e}")))?;
-        Some(replan)
+        Some(run.plan_module(&mut module, &cache_path)?)
     };
     let tasks = extract_annotated_tasks(&module)
         .map_err(|e| TuneError::Config(format!("{}: {e}", config.model_name)))?;
@@ -112,9 +108,24 @@ pub fn tune(
     let mut reports = Vec::with_capacity(order.len());
     // Best trace per exact key, for the final build.
     let mut best_traces: HashMap<TaskKey, Value> = HashMap::new();
-    for &ti in &order {
+    let mut skipped = Vec::new();
+    for (k, &ti) in order.iter().enumerate() {
         let task = &tasks[ti];
+        let rest: Vec<Share> = order[k + 1..]
+            .iter()
+            .map(|&i| share_of(&module, &tasks[i]))
+            .collect();
+        let allocated = budget.allocate(&share_of(&module, task), &rest);
+        if allocated == Some(0) {
+            skipped.push(task.name.clone());
+            continue;
+        }
+        let replan = replan.as_ref().map(|o| match allocated {
+            Some(n) => o.clone().set("seed-schedules", "trials", n),
+            None => o.clone(),
+        });
         let (report, best) = run.tune_task(task, &mut module, replan.as_ref(), observer)?;
+        budget.spend(report.trials, report.wall_s);
         if let Some(best) = best {
             best_traces.insert(task.keys.exact, best);
         }
@@ -139,6 +150,9 @@ pub fn tune(
         trials_per_task: config.policy.trials,
         cost_model_file: run.cost_model,
         tasks: reports,
+        skipped,
+        run_trials: config.run_trials,
+        time_budget_s: config.time_budget_s,
         tuning_wall_s,
         end_to_end,
     })
@@ -188,6 +202,33 @@ fn seed_source(c: &Candidate) -> Value {
         "task": c.source.task_name,
         "latency_s": c.mean_latency,
     })
+}
+
+/// What the run budget knows about a task from its annotations: occurrences, FLOPs, the
+/// best exact candidate's latency (else the plan's goal), the seeds an exact hit measures.
+fn share_of(module: &Module, task: &Task) -> Share {
+    let f = module
+        .function(&task.name)
+        .expect("tasks name functions of the module");
+    let exact_best = f
+        .attrs
+        .get(CANDIDATES_ATTR)
+        .and_then(Attr::as_list)
+        .into_iter()
+        .flatten()
+        .filter_map(|a| CandidateRef::from_attr(a).ok())
+        .filter(|c| c.tier.is_exact())
+        .map(|c| c.latency_s)
+        .min_by(f64::total_cmp);
+    let plan = seed_plan(f).ok().flatten();
+    Share {
+        occurrences: task.occurrences,
+        flops: task.features.flops,
+        latency_s: exact_best.or(plan.as_ref().and_then(|p| p.goal_latency_s)),
+        exact_seeds: plan
+            .filter(|p| p.cached_latency_s.is_some())
+            .map_or(0, |p| p.seeds.len() as u64),
+    }
 }
 
 /// Whether any task of `module` already carries a seed plan (an IR that `tgc opt --passes
@@ -301,9 +342,31 @@ impl Run<'_> {
         if self.config.no_cache {
             o.skip("annotate-cache")
                 .set("seed-schedules", "patience", 0)
+                .set("seed-schedules", "seeded-patience", 0)
         } else {
-            o.set("seed-schedules", "patience", p.patience)
+            o.set("seed-schedules", "patience", p.patience).set(
+                "seed-schedules",
+                "seeded-patience",
+                p.seeded_patience,
+            )
         }
+    }
+
+    /// Runs the target's named pipeline over `module`, which then carries every task's
+    /// keys, candidates and plan; returns the options the pipeline ran with, for re-plans.
+    fn plan_module(
+        &self,
+        module: &mut Module,
+        cache_path: &std::path::Path,
+    ) -> Result<Overrides, TuneError> {
+        let overrides = self.pipeline_overrides(cache_path);
+        let name = self.pipeline_name();
+        let mut pm = PassManager::new(Instrumentation::default());
+        build_pipeline_with(name, &overrides, &mut pm)
+            .map_err(|e| TuneError::Config(format!("pipeline {name}: {e}")))?;
+        pm.run(module, &mut std::io::sink())
+            .map_err(|e| TuneError::Config(format!("{}: {e}", self.config.model_name)))?;
+        Ok(overrides)
     }
 
     /// Lowers the task, re-plans it when its candidates changed (`replan`: records written
@@ -313,7 +376,7 @@ impl Run<'_> {
         &mut self,
         task: &Task,
         module: &mut Module,
-        replan: Option<&PassManager>,
+        replan: Option<&Overrides>,
         observer: &mut dyn Observer,
     ) -> Result<(TaskReport, Option<Value>), TuneError> {
         let f = module
@@ -326,7 +389,7 @@ impl Run<'_> {
         })?;
         let tvm_hash = lowered.structural_hash;
         let replanned = match replan {
-            Some(pm) => self.replan(module, &task.name, tvm_hash, pm)?,
+            Some(o) => self.replan(module, &task.name, tvm_hash, o)?,
             None => false,
         };
         let f = module
@@ -348,6 +411,7 @@ impl Run<'_> {
             patience_rounds: seed_plan.patience.max(0) as u64,
             exact_tolerance: seed_plan.tolerance,
             cached_latency_s: seed_plan.cached_latency_s,
+            goal_latency_s: seed_plan.goal_latency_s,
             evolutionary: Some(json!({ "population_size": self.config.population })),
             cost_model_file: self.cost_model.clone(),
             ..TuneRequest::default()
@@ -400,8 +464,14 @@ impl Run<'_> {
         module: &mut Module,
         name: &str,
         tvm_hash: u64,
-        pm: &PassManager,
+        overrides: &Overrides,
     ) -> Result<bool, TuneError> {
+        let mut pm = PassManager::new(Instrumentation {
+            verify_each: false,
+            ..Instrumentation::default()
+        });
+        build_pipeline_with("annotate-cache,seed-schedules", overrides, &mut pm)
+            .map_err(|e| task_error(name, format!("re-plan pipeline: {e}")))?;
         let f = module
             .functions
             .get_mut(name)
@@ -496,8 +566,11 @@ impl Run<'_> {
             features: task.features.clone(),
             workload,
         };
+        // Only re-measured records: a search's single measurement is the minimum of noisy
+        // draws, biased low, and would become the bar a later exact hit misses.
         let new: Vec<NewRecord> = records
             .iter()
+            .filter(|r| r.remeasured)
             .filter_map(|r| {
                 let trace = Trace::from_json(&r.trace).ok()?;
                 Some(NewRecord {

@@ -30,11 +30,13 @@
 //! Front ends (the `tgc tune` command) map their flags onto [`TuneConfig`] and present
 //! progress through an [`Observer`]; everything else lives here.
 
+mod budget;
 mod config;
 mod driver;
 mod observer;
 mod report;
 
+pub use budget::{Budget, Share};
 pub use config::{CostModel, TuneConfig};
 pub use driver::{tune, TuneError};
 pub use observer::{Observer, Silent};

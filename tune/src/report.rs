@@ -71,6 +71,7 @@ fn plan_json(p: &SeedPlan) -> Value {
         "cached_latency_s": p.cached_latency_s,
         "prior_trials": p.prior_trials,
         "hit_trials": p.hit_trials,
+        "goal_latency_s": p.goal_latency_s,
     })
 }
 
@@ -86,6 +87,10 @@ pub struct Report {
     pub trials_per_task: i64,
     pub cost_model_file: Option<PathBuf>,
     pub tasks: Vec<TaskReport>,
+    /// Tasks the run budget did not reach (TVM's default schedules).
+    pub skipped: Vec<String>,
+    pub run_trials: Option<u64>,
+    pub time_budget_s: Option<f64>,
     pub tuning_wall_s: f64,
     /// The worker's `build_and_measure` result, when the model was measured.
     pub end_to_end: Option<BuildResult>,
@@ -134,6 +139,11 @@ impl Report {
             },
             "no_cache": self.no_cache,
             "trials_per_task": self.trials_per_task,
+            "budget": {
+                "trials": self.run_trials,
+                "time_s": self.time_budget_s,
+                "skipped_tasks": self.skipped,
+            },
             "cost_model_file": self.cost_model_file,
             "tasks": self.tasks.iter().map(|r| json!({
                 "name": r.name,

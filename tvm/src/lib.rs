@@ -16,8 +16,8 @@ pub use json::{module_json, op_schema, task_json, OP_SCHEMA_PATH};
 pub use protocol::{
     Applied, BuildRecords, BuildRequest, BuildResult, CostModelKind, CostModelReport, HelloResult,
     Latency, LowerRequest, LowerResult, RecordOrigin, ReplayMode, ReplayOutcome, ReplayRequest,
-    ReplayResult, SampleRequest, SampleResult, Seed, StopReason, TargetResult, Tolerance, Trials,
-    TuneRecord, TuneRequest, TuneResult, TuneRound, PROTOCOL,
+    ReplayResult, RunnerSettings, SampleRequest, SampleResult, Seed, StopReason, TargetResult,
+    Tolerance, Trials, TuneRecord, TuneRequest, TuneResult, TuneRound, PROTOCOL,
 };
 pub use worker::{
     decode_result, find_python, worker_dir, BridgeError, Timeouts, Versions, Worker, WorkerConfig,

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 /// 2: task attributes travel with the op schema's defaults filled in (the worker fills in
 /// nothing), and every method rejects unknown params fields and requires the ones the client
 /// always sends.
-pub const PROTOCOL: u64 = 2;
+pub const PROTOCOL: u64 = 3;
 
 /// Trials: measured candidates. One type for every count of them.
 pub type Trials = u64;
@@ -238,6 +238,8 @@ pub enum StopReason {
     ExactHit,
     /// `patience_rounds` search rounds in a row did not improve the best.
     Patience,
+    /// The best reached `goal_latency_s` within `exact_tolerance`.
+    Goal,
     /// `max_trials` were measured.
     Budget,
     /// The evolutionary search produced no more candidates.
@@ -250,6 +252,7 @@ impl StopReason {
         match self {
             StopReason::ExactHit => "exact_hit",
             StopReason::Patience => "patience",
+            StopReason::Goal => "goal",
             StopReason::Budget => "budget",
             StopReason::Exhausted => "exhausted",
         }
@@ -286,6 +289,10 @@ pub struct TuneRequest {
     /// Optional: the cached mean latency of the exact-hit record, when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cached_latency_s: Option<f64>,
+    /// Optional: the latency at which more search is not expected to pay (neighbour seeds:
+    /// the FLOP rate their source tasks reached); reaching it within `exact_tolerance` stops.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub goal_latency_s: Option<f64>,
     /// Optional: records returned (worker default 32).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub top_k: Option<u64>,
@@ -339,8 +346,7 @@ pub struct TuneRecord {
     pub trace: Value,
     /// The fresh runs when `remeasured`, else the search's measurement(s).
     pub run_secs: Vec<f64>,
-    /// The median of `run_secs` (the field was `mean_s` before re-measuring).
-    #[serde(alias = "mean_s")]
+    /// The median of `run_secs` (protocol 2 had the mean, `mean_s`).
     pub median_s: f64,
     /// `(max - min) / median` of `run_secs`; 0 for a single run.
     pub spread: f64,
@@ -641,6 +647,7 @@ mod tests {
             patience_rounds: 0,
             exact_tolerance: 0.05,
             cached_latency_s: None,
+            goal_latency_s: None,
             top_k: None,
             seed: None,
             builder_timeout_s: None,

@@ -146,6 +146,16 @@ class TestTunePool(unittest.TestCase):
         finally:
             t.shutdown()
 
+    def test_a_reached_goal_ends_the_search(self):
+        # two rounds of budget; a goal any schedule meets ends the task after the first
+        task = matmul_task("goal_a", m=16, k=32, n=16)
+        r = self.tune(task, max_trials=8, goal_latency_s=1.0)
+        self.assertEqual(r["stopped"], "goal", r)
+        self.assertEqual(r["trials"], 4, r)
+        # a goal no schedule meets changes nothing
+        r = self.tune(task, max_trials=8, goal_latency_s=1e-12)
+        self.assertEqual((r["stopped"], r["trials"]), ("budget", 8), r)
+
     def test_exact_hit_compares_the_remeasured_median(self):
         from tgc_worker import tune as tune_mod
         from tgc_worker.server import m_sample

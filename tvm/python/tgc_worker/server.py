@@ -47,6 +47,7 @@ PARAMS = {
         ),
         (
             "cached_latency_s",
+            "goal_latency_s",
             "top_k",
             "seed",
             "builder_timeout_s",

@@ -122,7 +122,9 @@ class TuneState:
 class SeededSearch(PySearchStrategy):
     """Forward everything to an inner EvolutionarySearch; the first batch is the seeds.
 
-    Stops (generate_measure_candidates returns None) on an exact hit, when the best has not
+    Stops (generate_measure_candidates returns None) on an exact hit, when the best reaches
+    `goal_latency_s` within `exact_tolerance` (the latency at the FLOP rate the neighbour
+    seeds' source tasks reached: more search is not expected to pay), when the best has not
     improved for `patience_rounds` search rounds, or when `max_trials` are measured.
     """
 
@@ -136,8 +138,10 @@ class SeededSearch(PySearchStrategy):
         exact_tolerance: float,
         state: TuneState,
         remeasurer: Remeasurer | None = None,
+        goal_latency_s: float | None = None,
     ):
         self.inner = inner
+        self.goal_latency_s = goal_latency_s
         self.remeasurer = remeasurer
         self.seeds = seeds
         self.max_trials = max_trials
@@ -171,6 +175,7 @@ class SeededSearch(PySearchStrategy):
             self.exact_tolerance,
             TuneState(),
             self.remeasurer,
+            self.goal_latency_s,
         )
 
     # ---- seeds
@@ -298,6 +303,8 @@ class SeededSearch(PySearchStrategy):
                 )
             self._close_round_timing()
             _log(f"{self.ctx.task_name}: seeds measured, best {batch_best:.3e} s")
+            if not st.stopped:
+                self._check_goal()
             return
         self._close_round_timing()
         st.stale_rounds = 0 if improved else st.stale_rounds + 1
@@ -305,10 +312,21 @@ class SeededSearch(PySearchStrategy):
             f"{self.ctx.task_name}: round {st.rounds}, {st.trials} trials, "
             f"batch best {batch_best:.3e} s, best {st.best_s:.3e} s"
         )
-        if self.patience_rounds > 0 and st.stale_rounds >= self.patience_rounds:
+        if self._check_goal():
+            pass
+        elif self.patience_rounds > 0 and st.stale_rounds >= self.patience_rounds:
             st.stopped = "patience"
         elif st.trials >= self.max_trials:
             st.stopped = "budget"
+
+    def _check_goal(self) -> bool:
+        st = self.state
+        goal = self.goal_latency_s
+        if goal is not None and st.best_s <= goal * (1.0 + self.exact_tolerance):
+            st.stopped = "goal"
+            _log(f"{self.ctx.task_name}: best {st.best_s:.3e} s reached the goal {goal:.3e} s")
+            return True
+        return False
 
 
 @derived_object
@@ -363,6 +381,7 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
     if tol is None:
         raise WorkerError("bad_params", "exact_tolerance must be a non-negative number, got None", task)
     cached = _float_param(params, "cached_latency_s", None, task)
+    goal = _float_param(params, "goal_latency_s", None, task)
     builder_timeout = _float_param(params, "builder_timeout_s", 300.0, task)
     runner_timeout = _float_param(params, "runner_timeout_s", 60.0, task)
     work_dir = params.get("work_dir")
@@ -402,7 +421,9 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
     runner = pool.get_runner(runner_timeout, evaluator)
     remeasurer = Remeasurer(builder, runner, target, evaluator, remeasure_repeats)
     state.build_mark, state.run_mark = builder.seconds, runner.seconds
-    strategy = SeededSearch(inner, seeds, max_trials, patience, cached, tol, state, remeasurer)
+    strategy = SeededSearch(
+        inner, seeds, max_trials, patience, cached, tol, state, remeasurer, goal
+    )
     ctx = make_context(
         lt.workload, target, task, seed=seed, num_threads=num_cores, strategy=strategy, logger=logger
     )

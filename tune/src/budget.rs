@@ -1,0 +1,207 @@
+//! A run-level budget (`--trials N` over the whole model, `--time-budget S`) spread across
+//! tasks by their share of the model's latency.
+//!
+//! A task's weight is its occurrences times its current best latency: the cached best of
+//! an exact hit, else the latency its neighbours' FLOP rate predicts (the plan's goal), else
+//! its FLOPs at the median FLOP rate of the model's tasks whose latency is known (every task
+//! at one rate when none is). That is the objective MetaSchedule's gradient task scheduler
+//! weighs tasks by; unlike it, tgc tunes one task after another, so each task gets, when its
+//! turn comes, its share of what is left:
+//!
+//! - a task whose plan may end on an exact hit is expected to cost only its seeds; the
+//!   tasks after it are charged that much, and when the hit sticks the rest of its share
+//!   flows to them;
+//! - any task that stops early (exact hit, patience, goal) leaves its unspent trials to the
+//!   tasks after it, which share them by weight;
+//! - a time budget converts into trials at the seconds per trial measured so far in the
+//!   run (before the first task: [`INITIAL_SECONDS_PER_TRIAL`]).
+//!
+//! Tasks the budget no longer reaches are not tuned (they keep TVM's default schedules)
+//! and the report lists them.
+
+/// What the allocation knows about a task before it runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Share {
+    pub occurrences: usize,
+    /// The task's floating-point operations (0: unknown).
+    pub flops: f64,
+    /// Its best known latency on this target: a cached exact hit, or the neighbours' goal.
+    pub latency_s: Option<f64>,
+    /// Its plan may end on an exact hit after measuring this many seeds (0: a search).
+    pub exact_seeds: u64,
+}
+
+/// Seconds per measured trial assumed before the run has measured any (a round of 16 took
+/// 40-60 s on the 2-core machines this was written on; the estimate is replaced by the
+/// run's own figure after its first task).
+pub const INITIAL_SECONDS_PER_TRIAL: f64 = 2.5;
+
+/// The remaining budget of a run.
+#[derive(Clone, Debug)]
+pub struct Budget {
+    trials: Option<u64>,
+    seconds: Option<f64>,
+    spent_trials: u64,
+    spent_seconds: f64,
+}
+
+impl Budget {
+    pub fn new(trials: Option<u64>, seconds: Option<f64>) -> Budget {
+        Budget {
+            trials,
+            seconds,
+            spent_trials: 0,
+            spent_seconds: 0.0,
+        }
+    }
+
+    /// Whether the run has a budget at all (else every plan keeps its own trials).
+    pub fn is_limited(&self) -> bool {
+        self.trials.is_some() || self.seconds.is_some()
+    }
+
+    /// Records a finished task.
+    pub fn spend(&mut self, trials: u64, seconds: f64) {
+        self.spent_trials += trials;
+        self.spent_seconds += seconds;
+    }
+
+    /// Trials the budget has left: the trial budget, and the time budget at the run's
+    /// seconds per trial so far. `None`: no limit.
+    pub fn remaining(&self) -> Option<u64> {
+        let by_trials = self.trials.map(|t| t.saturating_sub(self.spent_trials));
+        let by_time = self.seconds.map(|s| {
+            let per_trial = if self.spent_trials > 0 {
+                self.spent_seconds / self.spent_trials as f64
+            } else {
+                INITIAL_SECONDS_PER_TRIAL
+            };
+            ((s - self.spent_seconds).max(0.0) / per_trial.max(1e-3)).floor() as u64
+        });
+        match (by_trials, by_time) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The trials for `this` task, with `rest` still to come after it; 0 when the budget is
+    /// spent. `None`: no limit (the plan's own budget).
+    pub fn allocate(&self, this: &Share, rest: &[Share]) -> Option<u64> {
+        let left = self.remaining()?;
+        let rate = median_rate(std::iter::once(this).chain(rest));
+        let weight = |s: &Share| s.occurrences.max(1) as f64 * latency(s, rate);
+        // Later exact hits are charged their seeds; later searches share by weight.
+        let reserved: u64 = rest.iter().map(|s| s.exact_seeds).sum();
+        let pool = left.saturating_sub(reserved);
+        let others: f64 = rest
+            .iter()
+            .filter(|s| s.exact_seeds == 0)
+            .map(|s| weight(s))
+            .sum();
+        let own = weight(this);
+        let share = if own + others > 0.0 {
+            own / (own + others)
+        } else {
+            1.0 / (1 + rest.len()) as f64
+        };
+        let trials = (pool as f64 * share).round() as u64;
+        // An exact hit needs its seeds even when the others' weight leaves it nothing.
+        Some(trials.max(this.exact_seeds).min(left))
+    }
+}
+
+/// A task's latency: known, else its FLOPs at the model's median rate (`None`: no rate
+/// known, every task at one rate, so FLOPs alone weigh).
+fn latency(s: &Share, rate: Option<f64>) -> f64 {
+    match (s.latency_s, rate) {
+        (Some(l), _) => l,
+        (None, Some(r)) => s.flops / r,
+        (None, None) => s.flops.max(1.0),
+    }
+}
+
+/// The median FLOP rate of the tasks whose latency is known.
+fn median_rate<'a>(shares: impl Iterator<Item = &'a Share>) -> Option<f64> {
+    let mut rates: Vec<f64> = shares
+        .filter_map(|s| match s.latency_s {
+            Some(l) if l > 0.0 && s.flops > 0.0 => Some(s.flops / l),
+            _ => None,
+        })
+        .collect();
+    if rates.is_empty() {
+        return None;
+    }
+    rates.sort_by(f64::total_cmp);
+    Some(rates[rates.len() / 2])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn search(occurrences: usize, flops: f64, latency_s: Option<f64>) -> Share {
+        Share {
+            occurrences,
+            flops,
+            latency_s,
+            exact_seeds: 0,
+        }
+    }
+
+    #[test]
+    fn no_budget_keeps_the_plans() {
+        let b = Budget::new(None, None);
+        assert!(!b.is_limited());
+        assert_eq!(b.allocate(&search(1, 1e9, None), &[]), None);
+    }
+
+    #[test]
+    fn trials_follow_occurrences_times_latency() {
+        let b = Budget::new(Some(100), None);
+        // 3 x 1 ms against 1 x 1 ms: three quarters
+        let rest = [search(1, 1e6, Some(1e-3))];
+        assert_eq!(b.allocate(&search(3, 1e6, Some(1e-3)), &rest), Some(75));
+        // unknown latency: FLOPs at the known tasks' rate (1e9 FLOP/s): 4e6 FLOPs = 4 ms
+        assert_eq!(b.allocate(&search(1, 4e6, None), &rest), Some(80));
+        // nothing known: FLOPs alone
+        let rest = [search(1, 1e6, None)];
+        assert_eq!(b.allocate(&search(1, 3e6, None), &rest), Some(75));
+        // the last task takes what is left
+        assert_eq!(b.allocate(&search(1, 1.0, None), &[]), Some(100));
+    }
+
+    #[test]
+    fn exact_hits_cost_their_seeds_and_free_the_rest() {
+        let mut b = Budget::new(Some(100), None);
+        let hit = Share {
+            exact_seeds: 2,
+            ..search(5, 1e6, Some(1e-3))
+        };
+        // a later hit is charged its 2 seeds; the search gets the rest
+        assert_eq!(
+            b.allocate(&search(1, 1e6, Some(1e-3)), std::slice::from_ref(&hit)),
+            Some(98)
+        );
+        // the hit's own turn: its share (a hit that does not stick searches with it)
+        assert_eq!(b.allocate(&hit, &[search(1, 1e6, Some(1e-3))]), Some(83));
+        // it stuck after 2 trials: the next task gets everything else
+        b.spend(2, 1.0);
+        assert_eq!(b.allocate(&search(1, 1e6, Some(1e-3)), &[]), Some(98));
+        // a spent budget: nothing, but an exact hit's seeds are never more than what is left
+        b.spend(98, 1.0);
+        assert_eq!(b.allocate(&hit, &[]), Some(0));
+    }
+
+    #[test]
+    fn a_time_budget_is_trials_at_the_runs_own_rate() {
+        let mut b = Budget::new(None, Some(100.0));
+        assert_eq!(
+            b.remaining(),
+            Some((100.0 / INITIAL_SECONDS_PER_TRIAL) as u64)
+        );
+        b.spend(10, 50.0); // 5 s per trial
+        assert_eq!(b.remaining(), Some(10));
+        let both = Budget::new(Some(3), Some(100.0));
+        assert_eq!(both.remaining(), Some(3), "the tighter of the two");
+    }
+}
