@@ -96,7 +96,7 @@ impl Budget {
         let others: f64 = rest
             .iter()
             .filter(|s| s.exact_seeds == 0)
-            .map(|s| weight(s))
+            .map(&weight)
             .sum();
         let own = weight(this);
         let share = if own + others > 0.0 {
