@@ -8,10 +8,9 @@
 # A short budget, so that it finishes in minutes on 2 cores: the 3 most frequent tasks,
 # 4 trials each. Set TGC_RUN_ARGS to change it (e.g. "--trials-per-task 64").
 #
-# The exact-hit tolerance is 50 % here instead of the default 5 %: on the 2-core VMs this
-# project runs on, the same schedule re-measured minutes apart came out from 25 % faster
-# to 40 % slower (docs/tuning.md), and a cached best is also the minimum of a few noisy
-# samples, so it re-measures high. At 5 % the second run would search on for noise.
+# The default exact-hit tolerance (5 %): cached latencies are medians of five fresh runs
+# taken before write-back, and the exact hit is re-measured the same way. This VM still
+# drifts over minutes, so a hit can miss and search its budget again (docs/tuning.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TGC_PYTHON="${TGC_PYTHON:-$(bash tvm/python/bootstrap.sh | tail -n 1)}"
