@@ -723,7 +723,7 @@ impl Cache {
         target: &Target,
         toolchain: &Toolchain,
     ) -> Result<Option<Candidate>> {
-        let Some(bytes) = parse_digest(digest) else {
+        let Some(bytes) = tgc_canonicalize::keys::hex_bytes::<32>(digest) else {
             return Err(crate::error::CacheError::invalid(
                 "trace digest",
                 format!("'{digest}' is not 64 hex digits"),
@@ -793,18 +793,4 @@ impl Cache {
         }
         .candidates(found.hits)
     }
-}
-
-/// 32 bytes from 64 hex digits.
-fn parse_digest(hex: &str) -> Option<[u8; 32]> {
-    let hex = hex.as_bytes();
-    if hex.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, pair) in hex.chunks(2).enumerate() {
-        let s = std::str::from_utf8(pair).ok()?;
-        out[i] = u8::from_str_radix(s, 16).ok()?;
-    }
-    Some(out)
 }

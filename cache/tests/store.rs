@@ -840,3 +840,38 @@ fn tasks_with_keys_of_an_older_encoding_are_reached_through_the_tvm_hash() {
     );
     assert_eq!(tags(&found), vec![3]);
 }
+
+#[test]
+fn a_seed_is_found_by_its_trace_digest_with_its_best_record_and_source() {
+    let (_dir, _path, mut cache) = temp_cache();
+    let task = synth::task(5, 0, 0);
+    let (fast, slow) = (record_with(1, 1e-4), record_with(1, 3e-4));
+    let digest = fast.trace.digest().to_string();
+    cache.put(&task, &llvm(), &tc(), &[slow]).unwrap();
+    let other = synth::task(5, 0, 1);
+    cache.put(&other, &llvm(), &tc(), &[fast]).unwrap();
+    // the trace is stored on two tasks: the best record decides the source
+    let seed = cache
+        .seed_by_digest(&digest, Tier::Structural, &llvm(), &tc())
+        .unwrap()
+        .expect("stored");
+    assert_eq!(seed.trace.digest().to_string(), digest);
+    assert_eq!(seed.tier, Tier::Structural);
+    assert_eq!(seed.mean_latency, 1e-4);
+    assert_eq!(seed.source.exact_key, Some(other.keys.exact));
+    assert_eq!(seed.source.flops, Some(other.features.flops));
+    // another target, an unknown digest: nothing; a malformed digest: an error naming it
+    assert!(cache
+        .seed_by_digest(&digest, Tier::Exact, &cuda(), &tc())
+        .unwrap()
+        .is_none());
+    assert!(cache
+        .seed_by_digest(&"0".repeat(64), Tier::Exact, &llvm(), &tc())
+        .unwrap()
+        .is_none());
+    let err = cache
+        .seed_by_digest("xyz", Tier::Exact, &llvm(), &tc())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("'xyz' is not 64 hex digits"), "{err}");
+}

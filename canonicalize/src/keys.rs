@@ -35,17 +35,22 @@ impl FromStr for TaskKey {
         let hex = s
             .strip_prefix(KEY_PREFIX)
             .ok_or_else(|| format!("key '{s}' does not start with '{KEY_PREFIX}'"))?;
-        if hex.len() != 32 || !hex.bytes().all(|c| c.is_ascii_hexdigit()) {
-            return Err(format!(
-                "key '{s}' must have 32 hex digits after '{KEY_PREFIX}'"
-            ));
-        }
-        let mut out = [0u8; 16];
-        for (i, byte) in out.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|e| e.to_string())?;
-        }
-        Ok(TaskKey(out))
+        hex_bytes(hex)
+            .map(TaskKey)
+            .ok_or_else(|| format!("key '{s}' must have 32 hex digits after '{KEY_PREFIX}'"))
     }
+}
+
+/// `N` bytes from exactly `2 * N` hex digits (keys here, trace digests in the cache).
+pub fn hex_bytes<const N: usize>(hex: &str) -> Option<[u8; N]> {
+    if hex.len() != 2 * N || !hex.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    let mut out = [0u8; N];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
 }
 
 impl TaskKey {
