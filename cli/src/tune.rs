@@ -179,7 +179,7 @@ impl Progress {
 impl Observer for Progress {
     fn started(&mut self, tasks: usize) {
         self.overall.set_length(tasks as u64);
-        self.overall.set_message("starting the TVM worker");
+        self.overall.set_message("planned");
     }
 
     fn warning(&mut self, message: &str) {

@@ -68,6 +68,16 @@ pub fn tune(
         Some(p) => p.clone(),
         None => Cache::default_path()?,
     };
+    // The pipeline plans every task (tgc.seed_plan) unless the input already carries plans,
+    // which are then executed as written. Keys are computed once, by canonicalize.
+    let planned = carries_plans(&module);
+    let mut budget = Budget::new(config.run_trials, config.time_budget_s);
+    if planned && budget.is_limited() {
+        return Err(TuneError::Config(format!(
+            "{}: the input carries seed plans, which are executed as written; a run budget (trials over the model, time) would re-plan them",
+            config.model_name
+        )));
+    }
     let work_dir = match &config.work_dir {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("tgc-tune-{}", std::process::id())),
@@ -84,16 +94,6 @@ pub fn tune(
         work_dir,
         observer,
     )?;
-    // The pipeline plans every task (tgc.seed_plan) unless the input already carries plans,
-    // which are then executed as written. Keys are computed once, by canonicalize.
-    let planned = carries_plans(&module);
-    let mut budget = Budget::new(config.run_trials, config.time_budget_s);
-    if planned && budget.is_limited() {
-        return Err(TuneError::Config(format!(
-            "{}: the input carries seed plans, which are executed as written; a run budget (trials over the model, time) would re-plan them",
-            config.model_name
-        )));
-    }
     let replan = if planned {
         None
     } else {

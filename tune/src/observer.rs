@@ -5,7 +5,7 @@ use tgc_passes::seeding::SeedPlan;
 
 /// Callbacks of a tuning run, in the order they happen; every method has an empty default.
 pub trait Observer {
-    /// The model is partitioned; `tasks` will be tuned; the worker is starting.
+    /// The worker is up and the pipeline has planned the model; `tasks` will be tuned.
     fn started(&mut self, _tasks: usize) {}
     /// Something the user should know that does not stop the run.
     fn warning(&mut self, _message: &str) {}
