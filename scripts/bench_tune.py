@@ -32,6 +32,14 @@ each as tuning wall time and end-to-end latency (below 1: the first is faster):
 Python for stock_tvm.py: --stock-python, else $TGC_PYTHON, else tvm/python/bootstrap.sh's.
 --no-stock skips the arm.
 
+Repeats (--repeat R): each B's seeded run (from a fresh copy of its starting cache) and
+tgc cold run are repeated R times, the stock TVM arm --stock-repeat times (fewer stock runs
+are reused in order, so their own spread is then not in the ranges); bench.json's pair
+carries every repeat and a `spread` with the median, min and max of each ratio, time and
+latency. --chain runs a sequence instead of pairs: each B starts from the cache as the B
+before it left it (A's for the first), and with --stock-a every model is measured against
+stock TVM; --no-cold drops the tgc cold arm.
+
 Reports go to --out (JSON, schema tgc.tune/1; the stock TVM arm's b<i>_tvm.json, schema
 tgc.stock/1), with a summary in bench.json. In bench.json's pairs, `stock_*` (and the task
 rows' `stock_*`) is the --no-cache run, as before; the stock TVM arm is `tvm`, the ratios
@@ -43,6 +51,7 @@ import json
 import pathlib
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -205,50 +214,107 @@ def e2e(r):
 
 
 def report_pair(args, a, b, seeded, stock, tvm_rep=None):
-    rows, missed, t = compare(seeded, stock, args.reach)
-    sw, kw = seeded["totals"]["tuning_wall_s"], stock["totals"]["tuning_wall_s"]
-    st, kt = seeded["totals"]["trials"], stock["totals"]["trials"]
+    """Prints and returns one repeat of one B: seeded against tgc cold (`stock`, None with
+    --no-cold) and against stock TVM (`tvm_rep`, None with --no-stock)."""
+    sw, st = seeded["totals"]["tuning_wall_s"], seeded["totals"]["trials"]
     print(f"\n== A {args.a} -> B {b}")
     print(f"A cold:    {a['totals']['tuning_wall_s']:.0f} s, {a['totals']['trials']} trials,"
           f" e2e {e2e(a)} ms")
     print(f"B seeded:  {sw:.0f} s, {st} trials, e2e {e2e(seeded)} ms,"
-          f" tasks by tier {seeded['totals']['tasks_by_tier']}")
-    print(f"B no-cache (tgc cold): {kw:.0f} s, {kt} trials, e2e {e2e(stock)} ms")
-    print(f"whole runs, no-cache / seeded: time {kw / sw:.2f}x, trials {kt / max(st, 1):.2f}x")
-    reached = len(rows) - len(missed)
-    print(f"time to reach no-cache's final best, summed over the {reached} of {len(rows)} tasks"
-          " where seeded got there:"
-          f" seeded {t['seeded_s']:.0f} s / {t['seeded_trials']} trials;"
-          f" no-cache {t['stock_s']:.0f} s / {t['stock_trials']} trials"
-          f" -> {t['stock_s'] / max(t['seeded_s'], 1e-9):.2f}x time,"
-          f" {t['stock_trials'] / max(t['seeded_trials'], 1):.2f}x trials")
-    print(f"  no-cache reached its own final best after {t['stock_own_s']:.0f} s /"
-          f" {t['stock_own_trials']} trials ({t['stock_own_s'] / max(t['seeded_s'], 1e-9):.2f}x)")
-    print(f"  tasks where seeded never reached it (left out above): {len(missed)}/{len(rows)}"
-          f" {missed}")
-    lat_ratio = t["lat_seeded"] / t["lat_stock"] if t["lat_stock"] else None
-    if lat_ratio:
-        print(f"occurrence-weighted task latency seeded / no-cache: {lat_ratio:.3f}")
-    if e2e(seeded) and e2e(stock):
-        print(f"end-to-end latency seeded / no-cache: {e2e(seeded) / e2e(stock):.3f}")
-    tvm_sum, rat = None, None
+          f" tasks by tier {seeded['totals']['tasks_by_tier']},"
+          f" stopped {stop_counts(seeded)}")
+    out = dict(b=b, seeded_wall_s=sw, seeded_trials=st, tiers=seeded["totals"]["tasks_by_tier"],
+               stopped=stop_counts(seeded), e2e_ms=dict(seeded=e2e(seeded)))
+    if stock is not None:
+        rows, missed, t = compare(seeded, stock, args.reach)
+        kw, kt = stock["totals"]["tuning_wall_s"], stock["totals"]["trials"]
+        print(f"B no-cache (tgc cold): {kw:.0f} s, {kt} trials, e2e {e2e(stock)} ms")
+        print(f"whole runs, no-cache / seeded: time {kw / sw:.2f}x, trials {kt / max(st, 1):.2f}x")
+        reached = len(rows) - len(missed)
+        print(f"time to reach no-cache's final best, summed over the {reached} of {len(rows)}"
+              " tasks where seeded got there:"
+              f" seeded {t['seeded_s']:.0f} s / {t['seeded_trials']} trials;"
+              f" no-cache {t['stock_s']:.0f} s / {t['stock_trials']} trials"
+              f" -> {t['stock_s'] / max(t['seeded_s'], 1e-9):.2f}x time,"
+              f" {t['stock_trials'] / max(t['seeded_trials'], 1):.2f}x trials")
+        print(f"  no-cache reached its own final best after {t['stock_own_s']:.0f} s /"
+              f" {t['stock_own_trials']} trials"
+              f" ({t['stock_own_s'] / max(t['seeded_s'], 1e-9):.2f}x)")
+        print(f"  tasks where seeded never reached it (left out above): {len(missed)}/"
+              f"{len(rows)} {missed}")
+        lat_ratio = t["lat_seeded"] / t["lat_stock"] if t["lat_stock"] else None
+        if lat_ratio:
+            print(f"occurrence-weighted task latency seeded / no-cache: {lat_ratio:.3f}")
+        if e2e(seeded) and e2e(stock):
+            print(f"end-to-end latency seeded / no-cache: {e2e(seeded) / e2e(stock):.3f}")
+        out.update(stock_wall_s=kw, stock_trials=kt, totals=t, missed=missed,
+                   weighted_latency_ratio=lat_ratio, tasks=rows)
+        out["e2e_ms"]["stock"] = e2e(stock)
+    tvm_sum, rat = None, {}
     if tvm_rep is not None:
-        tvm_sum = stock_lines("B", tvm_rep, stock)
-        cold, seed = (kw, e2e(stock)), (sw, e2e(seeded))
+        tvm_sum = stock_lines("B", tvm_rep, stock or seeded)
         tv = (tvm_sum["wall_s"], tvm_sum["e2e_ms"])
-        rat = dict(engine=ratios(cold, tv), cache=ratios(seed, cold), total=ratios(seed, tv))
-        for k, what in (("engine", "tgc cold / stock TVM"), ("cache", "tgc seeded / tgc cold"),
-                        ("total", "tgc seeded / stock TVM")):
+        seed = (sw, e2e(seeded))
+        rat["total"] = ratios(seed, tv)
+        if stock is not None:
+            cold = (stock["totals"]["tuning_wall_s"], e2e(stock))
+            rat.update(engine=ratios(cold, tv), cache=ratios(seed, cold))
+        if "tasks" in seeded:
+            n, lat = matched_latency(seeded, tvm_rep)
+            rat["total"]["matched_tasks"], rat["total"]["weighted_latency"] = n, lat
+    elif stock is not None:
+        rat["cache"] = ratios((sw, e2e(seeded)), (stock["totals"]["tuning_wall_s"], e2e(stock)))
+    for k, what in (("engine", "tgc cold / stock TVM"), ("cache", "tgc seeded / tgc cold"),
+                    ("total", "tgc seeded / stock TVM")):
+        if k in rat:
             print(f"{k:6s} ({what}): tuning time {fmt(rat[k]['time'])},"
                   f" e2e latency {fmt(rat[k]['e2e'])}")
-        print(f"  tasks matched by workload hash, tgc cold vs stock TVM:"
-              f" {tvm_sum['matched_tasks']}, occurrence-weighted best latency tgc / stock"
-              f" {fmt(tvm_sum['matched_weighted_latency_tgc_over_tvm'])}")
-    return dict(b=b, seeded_wall_s=sw, stock_wall_s=kw, seeded_trials=st, stock_trials=kt,
-                tvm=tvm_sum, ratios=rat,
-                tiers=seeded["totals"]["tasks_by_tier"],
-                e2e_ms=dict(seeded=e2e(seeded), stock=e2e(stock)), totals=t, missed=missed,
-                weighted_latency_ratio=lat_ratio, tasks=rows)
+    if tvm_sum is not None:
+        print(f"  tasks matched by workload hash, {'tgc cold' if stock else 'tgc seeded'} vs"
+              f" stock TVM: {tvm_sum['matched_tasks']}, occurrence-weighted best latency"
+              f" tgc / stock {fmt(tvm_sum['matched_weighted_latency_tgc_over_tvm'])}")
+    out.update(tvm=tvm_sum, ratios=rat or None)
+    return out
+
+
+def stop_counts(rep):
+    c = {}
+    for t in rep["tasks"]:
+        c[t.get("stopped")] = c.get(t.get("stopped"), 0) + 1
+    return c
+
+
+def spread(values):
+    """{median, min, max, n} of the values that are not None (None when there are none)."""
+    v = sorted(x for x in values if x is not None)
+    if not v:
+        return None
+    return dict(median=statistics.median(v), min=v[0], max=v[-1], n=len(v))
+
+
+def summarize(b, reps):
+    """Medians and ranges over the repeats of one B: every ratio, time and latency."""
+    out = {}
+    for k in ("engine", "cache", "total"):
+        for f in ("time", "e2e"):
+            sp = spread([(r["ratios"] or {}).get(k, {}).get(f) for r in reps])
+            if sp:
+                out[f"{k}_{f}"] = sp
+    for f, get in (("seeded_wall_s", lambda r: r["seeded_wall_s"]),
+                   ("cold_wall_s", lambda r: r.get("stock_wall_s")),
+                   ("tvm_wall_s", lambda r: (r["tvm"] or {}).get("wall_s")),
+                   ("seeded_e2e_ms", lambda r: r["e2e_ms"].get("seeded")),
+                   ("cold_e2e_ms", lambda r: r["e2e_ms"].get("stock")),
+                   ("tvm_e2e_ms", lambda r: (r["tvm"] or {}).get("e2e_ms")),
+                   ("weighted_latency_seeded_over_cold", lambda r: r.get("weighted_latency_ratio"))):
+        sp = spread([get(r) for r in reps])
+        if sp:
+            out[f] = sp
+    if len(reps) > 1:
+        print(f"\n== {b}: over {len(reps)} repeats (median [min, max])")
+        for k, sp in out.items():
+            print(f"  {k}: {sp['median']:.3f} [{sp['min']:.3f}, {sp['max']:.3f}]")
+    return out
 
 
 def main() -> int:
@@ -280,6 +346,16 @@ def main() -> int:
     p.add_argument("--stock-args", default="",
                    help="extra stock_tvm.py arguments, e.g. '--population 256'")
     p.add_argument("--out", default=None)
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run each B's tgc arms this many times (each seeded run from a fresh"
+                        " copy of its cache) and report medians and ranges")
+    p.add_argument("--stock-repeat", type=int, default=1,
+                   help="how many of the repeats also run the stock TVM arm")
+    p.add_argument("--chain", action="store_true",
+                   help="a sequence: each B starts from the cache as the B before it left it"
+                        " (A's for the first), instead of from A's")
+    p.add_argument("--no-cold", action="store_true",
+                   help="skip the tgc --no-cache arm (seeded against stock TVM only)")
     p.add_argument("--reuse", action="store_true",
                    help="reuse reports already in --out (to recompute the comparison)")
     args = p.parse_args()
@@ -302,21 +378,35 @@ def main() -> int:
                                      (a_tvm["wall_s"], a_tvm["e2e_ms"]))
             print(f"A engine (tgc cold / stock TVM): tuning time {fmt(a_tvm['engine']['time'])},"
                   f" e2e latency {fmt(a_tvm['engine']['e2e'])}")
-    pairs = []
+    pairs, prev = [], cache
     for i, b in enumerate(args.b):
-        b_cache = out / f"b{i}_cache.sqlite"
-        if not (args.reuse and b_cache.exists()):
-            snapshot(cache, b_cache)
-        seeded = tune(b, b_cache, out / f"b{i}_seeded.json", args, seeded_args)
-        stock = tune(b, out / "unused.sqlite", out / f"b{i}_stock.json", args, ["--no-cache"])
-        tvm_rep = None if args.no_stock else stock_tune(b, stock, out / f"b{i}_tvm.json", args)
-        pairs.append(report_pair(args, a, b, seeded, stock, tvm_rep))
+        reps, tvm_reps = [], []
+        for r in range(args.repeat):
+            tag = f"b{i}" if r == 0 else f"b{i}_r{r}"
+            b_cache = out / f"{tag}_cache.sqlite"
+            if not (args.reuse and b_cache.exists()):
+                snapshot(prev, b_cache)
+            seeded = tune(b, b_cache, out / f"{tag}_seeded.json", args, seeded_args)
+            stock = None if args.no_cold else tune(
+                b, out / "unused.sqlite", out / f"{tag}_stock.json", args, ["--no-cache"])
+            tvm_rep = None
+            if not args.no_stock and r < args.stock_repeat:
+                tvm_rep = stock_tune(b, stock or seeded, out / f"{tag}_tvm.json", args)
+                tvm_reps.append(tvm_rep)
+            elif tvm_reps:
+                tvm_rep = tvm_reps[r % len(tvm_reps)]  # fewer stock runs: reused in order
+            reps.append(report_pair(args, a, b, seeded, stock, tvm_rep))
+        pairs.append(dict(reps[0], repeats=reps, spread=summarize(b, reps)))
+        if args.chain:
+            prev = out / f"b{i}_cache.sqlite"  # the sequence goes on from repeat 0's cache
     summary = dict(a=args.a, trials=args.trials, population=args.population,
                    per_round=args.per_round, max_tasks=args.max_tasks, reach=args.reach,
                    tolerance=args.tolerance, seeded_args=args.seeded_args, a_wall_s=a["totals"]["tuning_wall_s"],
                    a_trials=a["totals"]["trials"], a_e2e_ms=e2e(a), a_tvm=a_tvm,
                    stock_trials=args.stock_trials, stock_builder_timeout=args.stock_builder_timeout,
-                   stock_args=args.stock_args, pairs=pairs)
+                   stock_args=args.stock_args, repeat=args.repeat,
+                   stock_repeat=args.stock_repeat, chain=args.chain, no_cold=args.no_cold,
+                   pairs=pairs)
     (out / "bench.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(f"reports in {out}")
     return 0

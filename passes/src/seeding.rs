@@ -20,7 +20,7 @@
 //! the best one decides), because a worse tier's traces
 //! only dilute the first batch when a better tier exists. Every plan has the same trial
 //! budget (less the trials a resumed exact hit already had): seeding wins time by stopping
-//! early (exact hit, or patience), not by starving the search.
+//! early (exact hit, or patience once the goal is reached), not by starving the search.
 
 pub use tgc_canonicalize::Tier;
 use tgc_ir::{Attr, Attrs};
@@ -107,8 +107,10 @@ pub struct SeedPolicy {
     pub tolerance: f64,
     /// Search rounds without improvement before a task stops early.
     pub patience: i64,
-    /// The same for a task seeded by neighbours (structural or family tiers): their traces
-    /// put the first round near what search finds, so it stops sooner.
+    /// The same for a task seeded from the cache (any tier): its first round starts from
+    /// what an earlier search found, so one round without improvement ends it. For an exact
+    /// hit that re-measured off its cached latency (the machine drifted, or the record was
+    /// lucky) this is what keeps the task from searching its whole budget again.
     pub seeded_patience: i64,
 }
 
@@ -150,8 +152,8 @@ pub struct SeedPlan {
     /// no such hit): what a record confirmed by re-measuring it inherits.
     pub hit_trials: i64,
     /// For neighbour seeds: the latency at which this task would run at the FLOP rate the
-    /// best of its seeds' source tasks reached; the search ends once the task's best is
-    /// within `tolerance` of it (more search is not expected to pay).
+    /// best of its seeds' source tasks reached. Patience counts only once the task's best is
+    /// within `tolerance` of it: a search short of its sources keeps its budget.
     pub goal_latency_s: Option<f64>,
 }
 
@@ -160,8 +162,10 @@ pub struct SeedPlan {
 pub enum Outcome {
     /// The best exact hit re-measured within tolerance: no search ran.
     ExactHit,
-    /// A search ran (seeded or not) and measured this many trials.
-    Searched(u64),
+    /// A search ran (seeded or not) and measured `trials`; `converged` when it ended because
+    /// more search was not expected to pay (patience, or the search ran out of candidates)
+    /// rather than on its budget.
+    Searched { trials: u64, converged: bool },
 }
 
 /// The seed plan for a task of `task_flops` floating-point operations (`None`: unknown)
@@ -207,7 +211,7 @@ pub fn plan(candidates: &[CandidateRef], task_flops: Option<f64>, policy: &SeedP
         tier: chosen.first().map(|c| c.tier),
         seeds: chosen.iter().map(|c| c.trace.clone()).collect(),
         trials,
-        patience: if neighbours {
+        patience: if tier.is_some() {
             policy.seeded_patience
         } else {
             policy.patience
@@ -223,11 +227,22 @@ pub fn plan(candidates: &[CandidateRef], task_flops: Option<f64>, policy: &SeedP
 impl SeedPlan {
     /// The search effort the task's records carry after it ran as `outcome`: a resumed
     /// search adds its trials to the earlier ones; a confirmed exact hit keeps the effort
-    /// of the search that found it (re-measuring is no search); otherwise this run's trials.
+    /// of the search that found it (re-measuring is no search); otherwise this run's trials,
+    /// and a search that converged counts as the whole budget it had (it stopped because
+    /// more search was not expected to pay, so a later run with that budget must not resume
+    /// it).
     pub fn effort(&self, outcome: Outcome) -> u64 {
+        let prior = self.prior_trials.max(0) as u64;
         match outcome {
             Outcome::ExactHit => self.hit_trials.max(0) as u64,
-            Outcome::Searched(n) => self.prior_trials.max(0) as u64 + n,
+            Outcome::Searched {
+                trials,
+                converged: false,
+            } => prior + trials,
+            Outcome::Searched {
+                trials,
+                converged: true,
+            } => prior + trials.max(self.trials.max(0) as u64),
         }
     }
 
@@ -410,22 +425,28 @@ mod tests {
         let policy = SeedPolicy::default(); // 64 trials
                                             // a resumed search adds its trials to the earlier ones
         let p = plan(&[with_trials(cand("exact", "a", 1e-4), 16)], None, &policy);
-        assert_eq!(p.effort(Outcome::Searched(48)), 64);
+        assert_eq!(p.effort(Outcome::Searched { trials: 48, converged: false }), 64);
         // a confirmed hit keeps the effort of the search that found it
         let p = plan(&[with_trials(cand("exact", "a", 1e-4), 200)], None, &policy);
         assert_eq!(p.hit_trials, 200);
         assert_eq!(p.effort(Outcome::ExactHit), 200);
         // ... and when the hit did not stick, the search that followed counts
-        assert_eq!(p.effort(Outcome::Searched(64)), 64);
+        assert_eq!(p.effort(Outcome::Searched { trials: 64, converged: false }), 64);
         // an import's unknown effort stays unknown (0), never the re-measure's 2 trials
         let p = plan(&[cand("tvm-hash", "h", 1e-4)], None, &policy);
         assert_eq!(p.effort(Outcome::ExactHit), 0);
         // plain and neighbour-seeded searches: this run's trials
-        assert_eq!(plan(&[], None, &policy).effort(Outcome::Searched(64)), 64);
+        let searched = |trials, converged| Outcome::Searched { trials, converged };
+        assert_eq!(plan(&[], None, &policy).effort(searched(64, false)), 64);
+        // a search that converged stands for its whole budget, resumed or not
+        assert_eq!(plan(&[], None, &policy).effort(searched(24, true)), 64);
+        let p = plan(&[with_trials(cand("exact", "a", 1e-4), 16)], None, &policy);
+        assert_eq!(p.effort(searched(8, true)), 64);
+        assert_eq!(p.effort(searched(8, false)), 24);
     }
 
     #[test]
-    fn neighbour_seeds_set_a_goal_and_a_shorter_patience() {
+    fn seeds_set_a_shorter_patience_and_neighbours_a_goal() {
         let policy = SeedPolicy::default();
         let mut a = cand("structural", "a", 2e-3);
         a.source_flops = 1e9; // 0.5 TFLOP/s
@@ -441,11 +462,11 @@ mod tests {
             (p.goal_latency_s, p.patience),
             (None, policy.seeded_patience)
         );
-        // exact hits have their own bar; plain searches neither
+        // exact hits have their own bar and the seeded patience; plain searches neither
         let mut e = cand("exact", "e", 1e-3);
         e.source_flops = 1e9;
         let p = plan(&[e], Some(1e9), &policy);
-        assert_eq!((p.goal_latency_s, p.patience), (None, policy.patience));
+        assert_eq!((p.goal_latency_s, p.patience), (None, policy.seeded_patience));
         let p = plan(&[], Some(1e9), &policy);
         assert_eq!((p.goal_latency_s, p.patience), (None, policy.patience));
         // through the IR

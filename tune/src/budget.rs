@@ -11,7 +11,7 @@
 //! - a task whose plan may end on an exact hit is expected to cost only its seeds; the
 //!   tasks after it are charged that much, and when the hit sticks the rest of its share
 //!   flows to them;
-//! - any task that stops early (exact hit, patience, goal) leaves its unspent trials to the
+//! - any task that stops early (exact hit, patience) leaves its unspent trials to the
 //!   tasks after it, which share them by weight;
 //! - a time budget converts into trials at the seconds per trial measured so far in the
 //!   run (before the first task: [`INITIAL_SECONDS_PER_TRIAL`]).

@@ -419,7 +419,10 @@ impl Run<'_> {
         let best = result.records.first().map(|r| r.trace.clone());
         let effort = seed_plan.effort(match result.stopped {
             StopReason::ExactHit => Outcome::ExactHit,
-            _ => Outcome::Searched(result.trials),
+            reason => Outcome::Searched {
+                trials: result.trials,
+                converged: matches!(reason, StopReason::Patience | StopReason::Exhausted),
+            },
         });
         let workload = Workload {
             tvm_hash,

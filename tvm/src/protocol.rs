@@ -18,7 +18,7 @@ use std::path::PathBuf;
 /// 2: task attributes travel with the op schema's defaults filled in (the worker fills in
 /// nothing), and every method rejects unknown params fields and requires the ones the client
 /// always sends.
-pub const PROTOCOL: u64 = 3;
+pub const PROTOCOL: u64 = 4;
 
 /// Trials: measured candidates. One type for every count of them.
 pub type Trials = u64;
@@ -238,8 +238,6 @@ pub enum StopReason {
     ExactHit,
     /// `patience_rounds` search rounds in a row did not improve the best.
     Patience,
-    /// The best reached `goal_latency_s` within `exact_tolerance`.
-    Goal,
     /// `max_trials` were measured.
     Budget,
     /// The evolutionary search produced no more candidates.
@@ -252,7 +250,6 @@ impl StopReason {
         match self {
             StopReason::ExactHit => "exact_hit",
             StopReason::Patience => "patience",
-            StopReason::Goal => "goal",
             StopReason::Budget => "budget",
             StopReason::Exhausted => "exhausted",
         }

@@ -99,14 +99,14 @@ class TestProtocol(unittest.TestCase):
         self.assertIsNone(r["id"])
         r = w.send_raw(json.dumps({"v": 1, "id": 7, "method": "hello"}))
         self.assertEqual((r["id"], r["error"]["kind"]), (7, "version"))
-        r = w.send_raw(json.dumps({"v": 3, "id": 8, "method": "frobnicate"}))
+        r = w.send_raw(json.dumps({"v": 4, "id": 8, "method": "frobnicate"}))
         self.assertEqual(r["error"]["kind"], "unknown_method")
         r = w.request("lower", {"target": LLVM})
         self.assertEqual(r["error"]["kind"], "bad_params")
         r = w.request("lower", {"task": conv_task("c"), "target": "llvm"})
         self.assertEqual(r["error"]["kind"], "bad_params")
         self.assertEqual(r["error"]["task"], "c")
-        self.assertEqual(w.call("hello")["protocol"], 3)
+        self.assertEqual(w.call("hello")["protocol"], 4)
 
     def test_unknown_and_missing_params_fields_are_named(self):
         w = shared_worker()
@@ -147,7 +147,7 @@ class TestProtocol(unittest.TestCase):
         self.assertEqual(r["error"]["message"], "seeds[0]: unknown field 'source'")
         # optional fields stay optional: count and seed of sample have documented defaults
         self.assertIn("traces", w.call("sample", {"task": conv_task("c"), "target": LLVM, "count": 1}))
-        self.assertEqual(w.call("hello")["protocol"], 3)
+        self.assertEqual(w.call("hello")["protocol"], 4)
 
     def test_unknown_op_names_the_task(self):
         w = shared_worker()
@@ -209,11 +209,11 @@ class TestProtocol(unittest.TestCase):
             r = w.request("build_and_measure", {"module": module, "records": d, "target": LLVM})
         self.assertEqual(r["error"]["kind"], "tvm", r)
         self.assertNotIn("\n", r["error"]["message"])
-        self.assertEqual(w.call("hello")["protocol"], 3)
+        self.assertEqual(w.call("hello")["protocol"], 4)
 
     def test_eof_exits_cleanly_and_shutdown(self):
         w = WorkerProcess()
-        self.assertEqual(w.call("hello")["protocol"], 3)
+        self.assertEqual(w.call("hello")["protocol"], 4)
         self.assertEqual(w.close(), 0)
         w = WorkerProcess()
         self.assertEqual(w.call("shutdown"), {})

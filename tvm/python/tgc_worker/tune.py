@@ -122,10 +122,13 @@ class TuneState:
 class SeededSearch(PySearchStrategy):
     """Forward everything to an inner EvolutionarySearch; the first batch is the seeds.
 
-    Stops (generate_measure_candidates returns None) on an exact hit, when the best reaches
-    `goal_latency_s` within `exact_tolerance` (the latency at the FLOP rate the neighbour
-    seeds' source tasks reached: more search is not expected to pay), when the best has not
-    improved for `patience_rounds` search rounds, or when `max_trials` are measured.
+    Stops (generate_measure_candidates returns None) on an exact hit, when the best has not
+    improved for `patience_rounds` search rounds, or when `max_trials` are measured. With a
+    `goal_latency_s` (the latency at the FLOP rate the neighbour seeds' source tasks
+    reached), patience only counts once the best is within `exact_tolerance` of the goal:
+    a search that has not yet got as far as its sources keeps its budget, and reaching the
+    goal alone never ends one (a source's FLOP rate is a floor for a task of another shape,
+    not a ceiling).
     """
 
     def __init__(
@@ -303,8 +306,6 @@ class SeededSearch(PySearchStrategy):
                 )
             self._close_round_timing()
             _log(f"{self.ctx.task_name}: seeds measured, best {batch_best:.3e} s")
-            if not st.stopped:
-                self._check_goal()
             return
         self._close_round_timing()
         st.stale_rounds = 0 if improved else st.stale_rounds + 1
@@ -312,21 +313,25 @@ class SeededSearch(PySearchStrategy):
             f"{self.ctx.task_name}: round {st.rounds}, {st.trials} trials, "
             f"batch best {batch_best:.3e} s, best {st.best_s:.3e} s"
         )
-        if self._check_goal():
-            pass
-        elif self.patience_rounds > 0 and st.stale_rounds >= self.patience_rounds:
+        stale = self.patience_rounds > 0 and st.stale_rounds >= self.patience_rounds
+        if stale and self._goal_reached():
             st.stopped = "patience"
         elif st.trials >= self.max_trials:
             st.stopped = "budget"
 
-    def _check_goal(self) -> bool:
-        st = self.state
+    def _goal_reached(self) -> bool:
+        """Whether patience may end the search: always without a goal, else once the best is
+        within `exact_tolerance` of it."""
         goal = self.goal_latency_s
-        if goal is not None and st.best_s <= goal * (1.0 + self.exact_tolerance):
-            st.stopped = "goal"
-            _log(f"{self.ctx.task_name}: best {st.best_s:.3e} s reached the goal {goal:.3e} s")
+        if goal is None:
             return True
-        return False
+        reached = self.state.best_s <= goal * (1.0 + self.exact_tolerance)
+        if not reached:
+            _log(
+                f"{self.ctx.task_name}: no improvement, but best {self.state.best_s:.3e} s "
+                f"is short of the goal {goal:.3e} s: searching on"
+            )
+        return reached
 
 
 @derived_object
