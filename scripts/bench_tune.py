@@ -63,7 +63,7 @@ import stock_tvm  # noqa: E402  (no TVM import at module level)
 
 
 def tune(model, cache, report, args, extra=()):
-    tgc = ROOT / "target" / "release" / "tgc"
+    tgc = pathlib.Path(args.tgc) if args.tgc else ROOT / "target" / "release" / "tgc"
     if not tgc.exists():
         sys.exit(f"{tgc}: not built; run `cargo build --release -p tgc-cli` first")
     if pathlib.Path(report).exists() and args.reuse:
@@ -346,6 +346,8 @@ def main() -> int:
     p.add_argument("--stock-args", default="",
                    help="extra stock_tvm.py arguments, e.g. '--population 256'")
     p.add_argument("--out", default=None)
+    p.add_argument("--tgc", default=None,
+                   help="the tgc binary (default target/release/tgc)")
     p.add_argument("--repeat", type=int, default=1,
                    help="run each B's tgc arms this many times (each seeded run from a fresh"
                         " copy of its cache) and report medians and ranges")
