@@ -425,13 +425,25 @@ mod tests {
         let policy = SeedPolicy::default(); // 64 trials
                                             // a resumed search adds its trials to the earlier ones
         let p = plan(&[with_trials(cand("exact", "a", 1e-4), 16)], None, &policy);
-        assert_eq!(p.effort(Outcome::Searched { trials: 48, converged: false }), 64);
+        assert_eq!(
+            p.effort(Outcome::Searched {
+                trials: 48,
+                converged: false
+            }),
+            64
+        );
         // a confirmed hit keeps the effort of the search that found it
         let p = plan(&[with_trials(cand("exact", "a", 1e-4), 200)], None, &policy);
         assert_eq!(p.hit_trials, 200);
         assert_eq!(p.effort(Outcome::ExactHit), 200);
         // ... and when the hit did not stick, the search that followed counts
-        assert_eq!(p.effort(Outcome::Searched { trials: 64, converged: false }), 64);
+        assert_eq!(
+            p.effort(Outcome::Searched {
+                trials: 64,
+                converged: false
+            }),
+            64
+        );
         // an import's unknown effort stays unknown (0), never the re-measure's 2 trials
         let p = plan(&[cand("tvm-hash", "h", 1e-4)], None, &policy);
         assert_eq!(p.effort(Outcome::ExactHit), 0);
@@ -466,7 +478,10 @@ mod tests {
         let mut e = cand("exact", "e", 1e-3);
         e.source_flops = 1e9;
         let p = plan(&[e], Some(1e9), &policy);
-        assert_eq!((p.goal_latency_s, p.patience), (None, policy.seeded_patience));
+        assert_eq!(
+            (p.goal_latency_s, p.patience),
+            (None, policy.seeded_patience)
+        );
         let p = plan(&[], Some(1e9), &policy);
         assert_eq!((p.goal_latency_s, p.patience), (None, policy.patience));
         // through the IR

@@ -463,6 +463,18 @@ pub struct BuildRequest {
     /// Optional: replaces the output check's default `rtol`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rtol: Option<f64>,
+    /// Optional: write the tuned executable here with `export_library`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub export: Option<PathBuf>,
+}
+
+/// A record of `build_and_measure`'s `records`: a trace, with the workload of the task it
+/// was tuned on when it comes from another task (then it is transferred, as seeds are).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BuildRecord {
+    pub trace: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_workload: Option<String>,
 }
 
 /// The tuned build's latency (milliseconds).
@@ -512,8 +524,12 @@ pub struct BuildResult {
     pub tolerance: Tolerance,
     /// Per task: how its record was applied; `None`: no record applied.
     pub applied: BTreeMap<String, Option<Applied>>,
+    /// Per task: the records that did not replay before one did (all when none did).
+    pub failed: BTreeMap<String, u64>,
     /// The PrimFuncs `MetaScheduleApplyDatabase` replaced.
     pub scheduled: Vec<String>,
+    /// main's params in order, with the role their random values are drawn by.
+    pub inputs: Vec<ModelInput>,
     /// Per task, its structural hash.
     #[serde(
         deserialize_with = "decimal_u64_map",
@@ -525,6 +541,81 @@ pub struct BuildResult {
     /// bound, the worst element).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mismatch: Option<String>,
+}
+
+/// How a model input's random values are drawn (`build_and_measure`'s output check, `bench`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputRole {
+    /// Uniform [-1, 1).
+    Data,
+    /// Normal with std `1/sqrt(fan_in)`.
+    Weight,
+    /// A batch norm's variance: uniform [0.5, 1.5).
+    Positive,
+}
+
+/// One of main's params.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelInput {
+    pub name: String,
+    pub shape: Vec<u64>,
+    pub dtype: String,
+    pub role: InputRole,
+    /// The products each output element of the contraction sums; `null` unless a weight.
+    #[serde(deserialize_with = "nullable")]
+    pub fan_in: Option<u64>,
+}
+
+// ---- bench --------------------------------------------------------------------------------
+
+/// `bench`'s params.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BenchRequest {
+    /// An exported library (`build_and_measure`'s `export`).
+    pub library: PathBuf,
+    /// Its inputs, in order (`build_and_measure`'s `inputs`).
+    pub inputs: Vec<ModelInput>,
+    /// For the device.
+    pub target: Value,
+    /// Optional: timing runs (worker default 50).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u64>,
+    /// Optional: calls per timing run (worker default 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub number: Option<u64>,
+    /// Optional: the inputs' random seed (worker default 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Optional: a module (JSON as `build_and_measure` takes it) built untuned and timed too.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub untuned: Option<Value>,
+}
+
+/// End-to-end latency over timing runs (milliseconds).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LatencyRange {
+    pub median: f64,
+    pub p10: f64,
+    pub p90: f64,
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+    pub repeat: u64,
+    pub number: u64,
+}
+
+/// `bench`'s result.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BenchResult {
+    pub latency_ms: LatencyRange,
+    /// `null` without `untuned`.
+    #[serde(deserialize_with = "nullable")]
+    pub untuned_latency_ms: Option<LatencyRange>,
+    pub wall_s: f64,
 }
 
 #[cfg(test)]
@@ -687,6 +778,7 @@ mod tests {
             seed: None,
             atol_rel: None,
             rtol: None,
+            export: None,
         };
         assert_eq!(
             serde_json::to_value(&b).unwrap(),
