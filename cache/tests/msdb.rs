@@ -324,6 +324,7 @@ fn export_then_import_preserves_every_valid_record() {
         &ExportOptions {
             toolchain: Toolchain::pinned(),
             target: None,
+            workloads: None,
         },
     )
     .unwrap();
@@ -374,6 +375,7 @@ fn export_selects_toolchain_and_target_and_reports_tasks_without_workload() {
         &ExportOptions {
             toolchain: Toolchain::pinned(),
             target: None,
+            workloads: None,
         },
     )
     .unwrap();
@@ -388,6 +390,7 @@ fn export_selects_toolchain_and_target_and_reports_tasks_without_workload() {
         &ExportOptions {
             toolchain: old.clone(),
             target: None,
+            workloads: None,
         },
     )
     .unwrap();
@@ -401,6 +404,7 @@ fn export_selects_toolchain_and_target_and_reports_tasks_without_workload() {
         &ExportOptions {
             toolchain: old,
             target: Some(llvm),
+            workloads: None,
         },
     )
     .unwrap();

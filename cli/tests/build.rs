@@ -369,3 +369,119 @@ fn an_onnx_model_with_an_unsupported_op_is_a_one_line_error() {
     assert!(e.contains(s(&model)) && e.contains("unsupported op"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 14.5: `tgc cache export --model` writes only the records a model's tasks need, and
+/// stock TVM applies them through its own path (its own ONNX import, compile_relax with a
+/// JSONDatabase of the directory).
+#[test]
+fn a_models_export_feeds_stock_compile_relax() {
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/onnx/pplcnet-blocks.onnx");
+    let dir = std::env::temp_dir().join(format!("tgc-export-model-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let cache = dir.join("cache.sqlite");
+    let report = dir.join("tune.json");
+    ok(&[
+        "tune",
+        s(&fixture),
+        "--cache",
+        s(&cache),
+        "--max-tasks",
+        "2",
+        "--trials-per-task",
+        "2",
+        "--trials-per-round",
+        "2",
+        "--population",
+        "32",
+        "--no-measure",
+        "--report",
+        s(&report),
+        "--work-dir",
+        s(&dir.join("tune")),
+    ]);
+    let tuned = read_json(&report);
+    // Another model's tasks in the same cache, which the export must leave out.
+    let other = dir.join("other.tgc");
+    std::fs::write(&other, model(12)).expect("other model");
+    ok(&[
+        "tune",
+        s(&other),
+        "--cache",
+        s(&cache),
+        "--trials-per-task",
+        "1",
+        "--trials-per-round",
+        "1",
+        "--population",
+        "32",
+        "--no-measure",
+        "--work-dir",
+        s(&dir.join("tune-other")),
+    ]);
+
+    let db = dir.join("db");
+    let out = ok(&[
+        "cache",
+        "export",
+        s(&db),
+        "--cache",
+        s(&cache),
+        "--model",
+        s(&fixture),
+    ]);
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed.contains("11 tasks") && printed.contains("2 of them with records exported"),
+        "{printed}"
+    );
+    let lines = |f: &str| {
+        std::fs::read_to_string(db.join(f))
+            .expect("database file")
+            .lines()
+            .count()
+    };
+    assert_eq!(
+        lines("database_workload.json"),
+        2,
+        "only the model's workloads"
+    );
+    assert!(lines("database_tuning_record.json") >= 2);
+
+    let python = tgc_tvm::find_python().expect("the TVM venv");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/stock_apply.py");
+    let out = Command::new(python)
+        .arg(&script)
+        .arg(&fixture)
+        .arg(&db)
+        .arg("--target")
+        .arg(serde_json::to_string(&tuned["target"]).unwrap())
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let applied: Value = serde_json::from_slice(&out.stdout).expect("report JSON");
+    assert_eq!(applied["schema"], "tgc.stock-apply/1");
+    assert!(
+        applied["tasks_extracted"].as_u64().unwrap() >= 2,
+        "{applied}"
+    );
+    assert_eq!(applied["tasks_with_records"], 2, "{applied}");
+    assert_eq!(
+        applied["scheduled_from_database"].as_array().unwrap().len(),
+        2,
+        "{applied}"
+    );
+    assert!(
+        applied["end_to_end"]["latency_ms"]["median"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    assert_eq!(applied["end_to_end"]["outputs_finite"], true);
+    let _ = std::fs::remove_dir_all(&dir);
+}

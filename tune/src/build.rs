@@ -757,6 +757,45 @@ pub fn bench(
     Ok(result)
 }
 
+/// Every task of `module` with its TVM workload hash, as the worker lowers it: the keys a
+/// MetaSchedule database matches records by (`tgc cache export --model`).
+pub fn workload_hashes(
+    mut module: Module,
+    target: &str,
+    work_dir: Option<PathBuf>,
+) -> Result<Vec<(String, u64)>, TuneError> {
+    let config = TuneConfig {
+        target: target.to_string(),
+        no_cache: true,
+        cost_model: CostModel::Cold,
+        work_dir,
+        ..TuneConfig::new("model")
+    };
+    let Setup {
+        requested,
+        spelled,
+        cache_path,
+    } = Setup::of(&config)?;
+    let dir = make_work_dir(&config, "tgc-lower")?;
+    let mut run = Run::start(
+        &config,
+        &spelled,
+        &requested,
+        &cache_path,
+        dir,
+        &mut crate::Silent,
+    )?;
+    run.plan_module(&mut module, &cache_path)?;
+    let tasks = extract_annotated_tasks(&module).map_err(TuneError::Config)?;
+    let mut out = Vec::with_capacity(tasks.len());
+    for t in &tasks {
+        let (_, lowered, _) = run.lower(t, &mut module, None)?;
+        out.push((t.name.clone(), lowered.structural_hash));
+    }
+    let _ = run.worker.shutdown();
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

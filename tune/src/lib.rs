@@ -43,8 +43,8 @@ mod report;
 
 pub use budget::{Budget, Share};
 pub use build::{
-    bench, build, calling_convention, sidecar_path, AppliedTier, BuildConfig, BuildReport,
-    BuildTask, BENCH_REPEATS,
+    bench, build, calling_convention, sidecar_path, workload_hashes, AppliedTier, BuildConfig,
+    BuildReport, BuildTask, BENCH_REPEATS,
 };
 pub use config::{CostModel, TuneConfig};
 pub use driver::{tune, TuneError};
