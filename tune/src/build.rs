@@ -410,7 +410,9 @@ pub fn build(
         .filter(|(_, p)| !p.records.is_empty())
         .map(|(t, p)| (t, p.records.clone()))
         .collect();
-    let end_to_end = run.build_model(&module, &records, Some(config.output.clone()))?;
+    // The worker runs in this directory too, but says where it wrote in absolute terms.
+    let output = std::path::absolute(&config.output).unwrap_or(config.output.clone());
+    let end_to_end = run.build_model(&module, &records, Some(output))?;
 
     let mut reports = Vec::with_capacity(tasks.len());
     for (task, p) in tasks.iter().zip(planned) {
