@@ -707,6 +707,49 @@ mod tests {
     }
 
     #[test]
+    fn build_and_bench_results_decode() {
+        let build = json!({
+            "latency_ms": {"mean": 1.0, "median": 1.0, "std": 0.0, "min": 1.0, "repeat": 2, "number": 1},
+            "outputs_match": true, "max_abs_err": 0.0, "max_rel_err": 0.0,
+            "tolerance": {"atol_rel": 1e-4, "rtol": 1e-6},
+            "applied": {"a": "repaired", "b": null}, "failed": {"a": 1, "b": 0},
+            "scheduled": ["a"], "tasks": {"a": "1", "b": "2"},
+            "inputs": [{"name": "x", "shape": [1, 8], "dtype": "float32", "role": "data", "fan_in": null},
+                       {"name": "w", "shape": [8, 8], "dtype": "float32", "role": "weight", "fan_in": 8}],
+            "wall_s": 1.0
+        });
+        let r: BuildResult = decode(build.clone()).unwrap();
+        assert_eq!(r.failed["a"], 1);
+        assert_eq!(r.applied["a"], Some(Applied::Repaired));
+        assert_eq!(r.inputs[1].role, InputRole::Weight);
+        assert_eq!(r.inputs[1].fan_in, Some(8));
+        // the sidecar's inputs are these, and `bench` takes them back as they were sent
+        assert_eq!(serde_json::to_value(&r.inputs).unwrap(), build["inputs"]);
+        let mut v = build.clone();
+        v["inputs"][0].as_object_mut().unwrap().remove("fan_in");
+        assert!(decode::<BuildResult>(v)
+            .unwrap_err()
+            .contains("missing field `fan_in`"));
+        let mut v = build;
+        v["inputs"][0]["role"] = json!("bias");
+        assert!(decode::<BuildResult>(v)
+            .unwrap_err()
+            .contains("unknown variant `bias`"));
+        let range = json!({"median": 2.0, "p10": 1.5, "p90": 2.5, "mean": 2.0, "min": 1.0,
+                           "max": 3.0, "repeat": 50, "number": 1});
+        let b: BenchResult =
+            decode(json!({"latency_ms": range.clone(), "untuned_latency_ms": null, "wall_s": 3.0}))
+                .unwrap();
+        assert_eq!(b.latency_ms.p90, 2.5);
+        assert_eq!(b.untuned_latency_ms, None);
+        assert!(
+            decode::<BenchResult>(json!({"latency_ms": range, "wall_s": 3.0}))
+                .unwrap_err()
+                .contains("missing field `untuned_latency_ms`")
+        );
+    }
+
+    #[test]
     fn optional_results_fields_may_be_absent() {
         let v = json!({"ok": true, "mode": "exact", "error": null});
         let r: ReplayOutcome = decode(v).unwrap();
