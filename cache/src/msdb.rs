@@ -397,6 +397,9 @@ pub struct ExportOptions {
     pub toolchain: Toolchain,
     /// Only this target; all targets when `None`.
     pub target: Option<Target>,
+    /// Only the records of these TVM workloads (structural hashes: one model's tasks, as
+    /// `tgc cache export --model` lowers them); every workload when `None`.
+    pub workloads: Option<std::collections::BTreeSet<u64>>,
 }
 
 /// What an export wrote.
@@ -479,7 +482,10 @@ pub fn export(cache: &Cache, dir: &Path, opts: &ExportOptions) -> Result<ExportS
         toolchain_id: toolchain_id.unwrap_or(-1),
         target_id,
     };
-    let workloads = exported_workloads(&tx, path, scope)?;
+    let mut workloads = exported_workloads(&tx, path, scope)?;
+    if let Some(only) = &opts.workloads {
+        workloads.retain(|w| w.tvm_hash.parse().is_ok_and(|h: u64| only.contains(&h)));
+    }
     write_workloads(&tx, path, dir, &workloads)?;
     let records = write_records(&tx, path, dir, scope, &workloads)?;
     let without_workload = tx

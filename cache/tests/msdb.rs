@@ -324,6 +324,7 @@ fn export_then_import_preserves_every_valid_record() {
         &ExportOptions {
             toolchain: Toolchain::pinned(),
             target: None,
+            workloads: None,
         },
     )
     .unwrap();
@@ -374,6 +375,7 @@ fn export_selects_toolchain_and_target_and_reports_tasks_without_workload() {
         &ExportOptions {
             toolchain: Toolchain::pinned(),
             target: None,
+            workloads: None,
         },
     )
     .unwrap();
@@ -388,6 +390,7 @@ fn export_selects_toolchain_and_target_and_reports_tasks_without_workload() {
         &ExportOptions {
             toolchain: old.clone(),
             target: None,
+            workloads: None,
         },
     )
     .unwrap();
@@ -401,8 +404,59 @@ fn export_selects_toolchain_and_target_and_reports_tasks_without_workload() {
         &ExportOptions {
             toolchain: old,
             target: Some(llvm),
+            workloads: None,
         },
     )
     .unwrap();
     assert_eq!(s.records, 0);
+}
+
+#[test]
+fn an_export_for_some_workloads_writes_only_their_records() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cache = temp_cache(tmp.path());
+    msdb::import(&mut cache, &fixture(), &Toolchain::pinned()).unwrap();
+    let m = manifest();
+    let with_records: Vec<&(u64, usize, usize)> = m.tasks.iter().filter(|t| t.2 > 0).collect();
+    assert!(
+        with_records.len() >= 2,
+        "the fixture has workloads to choose from"
+    );
+    let chosen = with_records[0];
+    // one workload with records, and one hash the cache does not have
+    let only: BTreeSet<u64> = [chosen.0, 12345].into_iter().collect();
+    let out = tmp.path().join("some");
+    let s = msdb::export(
+        &cache,
+        &out,
+        &ExportOptions {
+            toolchain: Toolchain::pinned(),
+            target: None,
+            workloads: Some(only),
+        },
+    )
+    .unwrap();
+    assert_eq!(s.workloads, 1);
+    assert_eq!(s.records, chosen.2);
+    let workload_lines = lines(&out.join(WORKLOAD_FILE));
+    assert_eq!(workload_lines.len(), 1);
+    assert!(
+        workload_lines[0].starts_with(&format!("[\"{}\"", chosen.0)),
+        "{}",
+        workload_lines[0]
+    );
+    assert_eq!(lines(&out.join(RECORD_FILE)).len(), chosen.2);
+    // no workload: an empty database
+    let none = tmp.path().join("none");
+    let s = msdb::export(
+        &cache,
+        &none,
+        &ExportOptions {
+            toolchain: Toolchain::pinned(),
+            target: None,
+            workloads: Some(BTreeSet::new()),
+        },
+    )
+    .unwrap();
+    assert_eq!((s.workloads, s.records), (0, 0));
 }

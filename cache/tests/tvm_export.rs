@@ -144,6 +144,7 @@ fn exported_databases_open_and_replay_in_tvm() {
             &ExportOptions {
                 toolchain: tc.clone(),
                 target: None,
+                workloads: None,
             },
         )
         .unwrap();

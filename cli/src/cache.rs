@@ -4,6 +4,7 @@
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use serde_json::json;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use tgc_cache::msdb::{self, ExportOptions};
 use tgc_cache::{Cache, Target, Toolchain};
@@ -43,6 +44,13 @@ enum CacheCommand {
         /// Only records of this target (TVM target config JSON); default all targets.
         #[arg(long, value_name = "JSON")]
         target: Option<String>,
+        /// Only the records this model's tasks need: the TVM workload of each task, as the
+        /// TVM worker lowers it (so records imported from MetaSchedule count too).
+        #[arg(long, value_name = "MODEL")]
+        model: Option<String>,
+        /// Static shape of an ONNX input of the model (repeatable).
+        #[arg(long = "shape", value_name = "NAME=DIMS", value_parser = crate::input::parse_shape_arg, requires = "model")]
+        shapes: Vec<(String, Vec<i64>)>,
     },
     /// Keep only the best k records per task, target and toolchain, drop rows no record
     /// uses, and checkpoint the write-ahead log.
@@ -124,12 +132,45 @@ pub fn run(args: CacheArgs) -> Result<()> {
             dir,
             toolchain,
             target,
+            model,
+            shapes,
         } => {
             let toolchain = Toolchain::parse(&toolchain)?;
+            let target_json = target.clone();
             let target = target.as_deref().map(Target::parse).transpose()?;
             let cache = Cache::open_existing(&path)?;
-            let summary = msdb::export(&cache, &dir, &ExportOptions { toolchain, target })?;
+            let tasks = match &model {
+                Some(m) => {
+                    let module = crate::input::load_model(m, &shapes)?;
+                    let lower_for = target_json.as_deref().unwrap_or("llvm");
+                    Some(
+                        tgc_tune::workload_hashes(module, lower_for, None)
+                            .map_err(|e| anyhow::anyhow!("{m}: {e}"))?,
+                    )
+                }
+                None => None,
+            };
+            let workloads = tasks
+                .as_ref()
+                .map(|t| t.iter().map(|(_, h)| *h).collect::<BTreeSet<u64>>());
+            let summary = msdb::export(
+                &cache,
+                &dir,
+                &ExportOptions {
+                    toolchain,
+                    target,
+                    workloads: workloads.clone(),
+                },
+            )?;
             println!("{summary}");
+            if let (Some(m), Some(tasks)) = (&model, &tasks) {
+                println!(
+                    "{m}: {} tasks, {} distinct TVM workloads, {} of them with records exported",
+                    tasks.len(),
+                    workloads.as_ref().map_or(0, BTreeSet::len),
+                    summary.workloads
+                );
+            }
         }
         CacheCommand::Gc { best_k, vacuum } => {
             let mut cache = Cache::open_existing(&path)?;

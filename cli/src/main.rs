@@ -3,6 +3,7 @@
 //! Every error is reported as one line on stderr (`error: ...`, naming the file and the
 //! problem) with exit code 1; nothing a user types can make it panic or print a backtrace.
 
+mod build;
 mod cache;
 mod import;
 mod input;
@@ -39,6 +40,11 @@ enum Command {
     Tasks(tasks::TasksArgs),
     /// Tune a model with TVM MetaSchedule, seeded from the cache, and write the results back.
     Tune(tune::TuneArgs),
+    /// Compile a deployable model (a TVM library) with the cached schedule per task, and a
+    /// zero-trial transfer from neighbours for tasks never tuned.
+    Build(build::BuildArgs),
+    /// Time a library `tgc build` wrote, end to end (and an untuned build of its model).
+    Bench(build::BenchArgs),
     /// Inspect and maintain the task cache: stats, import, export, gc, verify.
     Cache(cache::CacheArgs),
     /// Compare the tasks of several models: census, coverage matrix, structural neighbours.
@@ -86,6 +92,8 @@ fn main() -> ExitCode {
         Command::Import(args) => import::run(args),
         Command::Tasks(args) => tasks::run(args),
         Command::Tune(args) => tune::run(args),
+        Command::Build(args) => build::run(args),
+        Command::Bench(args) => build::bench(args),
         Command::Cache(args) => cache::run(args),
         Command::Similarity(args) => similarity::run(args),
         Command::Zoo(args) => zoo::run(args),

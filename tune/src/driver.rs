@@ -24,7 +24,7 @@ use tgc_passes::{Instrumentation, PassManager};
 use tgc_pipelines::{build_pipeline_with, Overrides};
 use tgc_tvm::{
     module_json, task_json, BridgeError, BuildRecords, BuildRequest, BuildResult, LowerRequest,
-    Seed, StopReason, Trials, TuneRecord, TuneRequest, Versions, Worker, WorkerConfig,
+    LowerResult, Seed, StopReason, Trials, TuneRecord, TuneRequest, Versions, Worker, WorkerConfig,
 };
 
 /// Why a run stopped. Each message is one line naming what it is about.
@@ -42,7 +42,7 @@ pub enum TuneError {
     Io { path: PathBuf, message: String },
 }
 
-fn task_error(task: &str, e: impl std::fmt::Display) -> TuneError {
+pub(crate) fn task_error(task: &str, e: impl std::fmt::Display) -> TuneError {
     TuneError::Task {
         task: task.to_string(),
         message: e.to_string(),
@@ -61,13 +61,11 @@ pub fn tune(
             config.policy.trials
         )));
     }
-    // The target as spelled; TVM's canonical form of it comes from the worker below.
-    let requested = resolve_target(&config.target).map_err(TuneError::Config)?;
-    let spelled = Target::from_json(&requested).map_err(|e| TuneError::Config(e.to_string()))?;
-    let cache_path = match &config.cache {
-        Some(p) => p.clone(),
-        None => Cache::default_path()?,
-    };
+    let Setup {
+        requested,
+        spelled,
+        cache_path,
+    } = Setup::of(config)?;
     // The pipeline plans every task (tgc.seed_plan) unless the input already carries plans,
     // which are then executed as written. Keys are computed once, by canonicalize.
     let planned = carries_plans(&module);
@@ -78,14 +76,7 @@ pub fn tune(
             config.model_name
         )));
     }
-    let work_dir = match &config.work_dir {
-        Some(d) => d.clone(),
-        None => std::env::temp_dir().join(format!("tgc-tune-{}", std::process::id())),
-    };
-    std::fs::create_dir_all(&work_dir).map_err(|e| TuneError::Io {
-        path: work_dir.clone(),
-        message: format!("cannot create: {e}"),
-    })?;
+    let work_dir = work_dir(config, "tgc-tune")?;
     let mut run = Run::start(
         config,
         &spelled,
@@ -156,6 +147,44 @@ pub fn tune(
         tuning_wall_s,
         end_to_end,
     })
+}
+
+/// What a run settles before the worker starts: the target as spelled (TVM's canonical form
+/// of it comes from the worker) and the cache file.
+pub(crate) struct Setup {
+    pub(crate) requested: Value,
+    pub(crate) spelled: Target,
+    pub(crate) cache_path: PathBuf,
+}
+
+impl Setup {
+    pub(crate) fn of(config: &TuneConfig) -> Result<Setup, TuneError> {
+        let requested = resolve_target(&config.target).map_err(TuneError::Config)?;
+        let spelled =
+            Target::from_json(&requested).map_err(|e| TuneError::Config(e.to_string()))?;
+        let cache_path = match &config.cache {
+            Some(p) => p.clone(),
+            None => Cache::default_path()?,
+        };
+        Ok(Setup {
+            requested,
+            spelled,
+            cache_path,
+        })
+    }
+}
+
+/// The run's work dir (created): the configured one, else `<tmp>/<prefix>-<pid>`.
+pub(crate) fn work_dir(config: &TuneConfig, prefix: &str) -> Result<PathBuf, TuneError> {
+    let work_dir = match &config.work_dir {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!("{prefix}-{}", std::process::id())),
+    };
+    std::fs::create_dir_all(&work_dir).map_err(|e| TuneError::Io {
+        path: work_dir.clone(),
+        message: format!("cannot create: {e}"),
+    })?;
+    Ok(work_dir)
 }
 
 /// The toolchain records measured by this worker are keyed by.
@@ -240,23 +269,23 @@ fn carries_plans(module: &Module) -> bool {
         .any(|f| f.is_primitive() && f.attrs.contains_key(SEED_PLAN_ATTR))
 }
 
-/// The state of a run between tasks.
-struct Run<'a> {
-    config: &'a TuneConfig,
-    worker: Worker,
-    cache: Option<Cache>,
-    target: Target,
-    target_json: Value,
-    toolchain: Toolchain,
-    cost_model: Option<PathBuf>,
-    work_dir: PathBuf,
+/// The state of a run between tasks (a tuning run's, or a build's: `crate::build`).
+pub(crate) struct Run<'a> {
+    pub(crate) config: &'a TuneConfig,
+    pub(crate) worker: Worker,
+    pub(crate) cache: Option<Cache>,
+    pub(crate) target: Target,
+    pub(crate) target_json: Value,
+    pub(crate) toolchain: Toolchain,
+    pub(crate) cost_model: Option<PathBuf>,
+    pub(crate) work_dir: PathBuf,
 }
 
 impl<'a> Run<'a> {
     /// Starts the worker and settles what the run's records are keyed by: the worker's
     /// toolchain and TVM's canonical form of the target (the spelling registered as its
     /// alias in the cache), and where the cost model lives.
-    fn start(
+    pub(crate) fn start(
         config: &'a TuneConfig,
         spelled: &Target,
         requested: &Value,
@@ -354,7 +383,7 @@ impl Run<'_> {
 
     /// Runs the target's named pipeline over `module`, which then carries every task's
     /// keys, candidates and plan; returns the options the pipeline ran with, for re-plans.
-    fn plan_module(
+    pub(crate) fn plan_module(
         &self,
         module: &mut Module,
         cache_path: &std::path::Path,
@@ -379,19 +408,8 @@ impl Run<'_> {
         replan: Option<&Overrides>,
         observer: &mut dyn Observer,
     ) -> Result<(TaskReport, Option<Value>), TuneError> {
-        let f = module
-            .function(&task.name)
-            .expect("tasks name functions of the module");
-        let tj = task_json(f).map_err(|e| task_error(&task.name, e))?;
-        let lowered = self.worker.lower(&LowerRequest {
-            task: tj.clone(),
-            target: self.target_json.clone(),
-        })?;
+        let (tj, lowered, replanned) = self.lower(task, module, replan)?;
         let tvm_hash = lowered.structural_hash;
-        let replanned = match replan {
-            Some(o) => self.replan(module, &task.name, tvm_hash, o)?,
-            None => false,
-        };
         let f = module
             .function(&task.name)
             .expect("tasks name functions of the module");
@@ -399,7 +417,9 @@ impl Run<'_> {
             .map_err(TuneError::Config)?
             .ok_or_else(|| task_error(&task.name, format!("carries no {SEED_PLAN_ATTR}")))?;
         observer.task_started(&task.name, &seed_plan);
-        let (seeds, first_source) = self.seeds(task, &seed_plan, observer)?;
+        let planned = self.seeds(task, &seed_plan, observer)?;
+        let first_source = planned.first().map_or(Value::Null, |(_, s)| s.clone());
+        let seeds = planned.into_iter().map(|(seed, _)| seed).collect();
 
         let result = self.worker.tune(&TuneRequest {
             task: tj,
@@ -459,6 +479,30 @@ impl Run<'_> {
         Ok((report, best))
     }
 
+    /// Lowers the task through the worker and, with `replan`, plans it again with its TVM
+    /// workload hash (see [`Run::replan`]); returns its task JSON, its workload and whether
+    /// the plan changed.
+    pub(crate) fn lower(
+        &mut self,
+        task: &Task,
+        module: &mut Module,
+        replan: Option<&Overrides>,
+    ) -> Result<(Value, LowerResult, bool), TuneError> {
+        let f = module
+            .function(&task.name)
+            .expect("tasks name functions of the module");
+        let tj = task_json(f).map_err(|e| task_error(&task.name, e))?;
+        let lowered = self.worker.lower(&LowerRequest {
+            task: tj.clone(),
+            target: self.target_json.clone(),
+        })?;
+        let replanned = match replan {
+            Some(o) => self.replan(module, &task.name, lowered.structural_hash, o)?,
+            None => false,
+        };
+        Ok((tj, lowered, replanned))
+    }
+
     /// Runs annotate-cache and seed-schedules again over the task, now that it carries its
     /// TVM workload hash and earlier tasks of the run wrote their records; keeps the new
     /// annotations in `module`. Returns whether the plan changed.
@@ -499,17 +543,17 @@ impl Run<'_> {
     /// The plan's seeds as the worker takes them, each with the TVM workload of the task it
     /// was measured on when the cache has it (the worker then repairs tiles or transfers the
     /// anchor block's schedule instead of taking another task's trace for an exact one), and
-    /// the report's account of the first seed's source. A digest the cache does not hold
+    /// the report's account of each seed's source. A digest the cache does not hold
     /// for this target and toolchain (a plan edited by hand) is skipped with a warning.
-    fn seeds(
+    pub(crate) fn seeds(
         &self,
         task: &Task,
         seed_plan: &SeedPlan,
         observer: &mut dyn Observer,
-    ) -> Result<(Vec<Seed>, Value), TuneError> {
+    ) -> Result<Vec<(Seed, Value)>, TuneError> {
         let Some(cache) = &self.cache else {
             if seed_plan.seeds.is_empty() {
-                return Ok((Vec::new(), Value::Null));
+                return Ok(Vec::new());
             }
             return Err(task_error(
                 &task.name,
@@ -520,7 +564,6 @@ impl Run<'_> {
         // Seeds often share a source task: read each source's workload once.
         let mut sources: HashMap<(Option<TaskKey>, Option<u64>), Option<String>> = HashMap::new();
         let mut seeds = Vec::new();
-        let mut first_source = Value::Null;
         for d in &seed_plan.seeds {
             let found = cache
                 .seed_by_digest(d, tier, &self.target, &self.toolchain)
@@ -534,9 +577,6 @@ impl Run<'_> {
             };
             let trace = serde_json::from_str::<Value>(c.trace.json())
                 .map_err(|e| task_error(&task.name, format!("seed {d}: stored trace: {e}")))?;
-            if first_source.is_null() {
-                first_source = seed_source(&c);
-            }
             let source = match sources.entry((c.source.exact_key, c.source.tvm_hash)) {
                 Entry::Occupied(e) => e.into_mut(),
                 Entry::Vacant(e) => e.insert(
@@ -545,16 +585,19 @@ impl Run<'_> {
                         .map_err(|e| task_error(&task.name, e))?,
                 ),
             };
-            seeds.push(Seed {
-                source_workload: source.clone(),
-                ..Seed::trace(trace)
-            });
+            seeds.push((
+                Seed {
+                    source_workload: source.clone(),
+                    ..Seed::trace(trace)
+                },
+                seed_source(&c),
+            ));
         }
-        Ok((seeds, first_source))
+        Ok(seeds)
     }
 
     /// Writes the task's records back; returns how many were inserted or improved.
-    fn write_back(
+    pub(crate) fn write_back(
         &mut self,
         task: &Task,
         workload: Option<Workload>,
@@ -604,25 +647,43 @@ impl Run<'_> {
         tasks: &[Task],
         best: &HashMap<TaskKey, Value>,
     ) -> Result<BuildResult, TuneError> {
+        let records = tasks
+            .iter()
+            .filter_map(|t| {
+                best.get(&t.keys.exact)
+                    .map(|trace| (t, vec![trace.clone()]))
+            })
+            .collect::<Vec<_>>();
+        self.build_model(module, &records, None)
+    }
+
+    /// Builds the whole model with each task's records (best first: the first that replays
+    /// is applied; the same for every function of the task), checks it against an untuned
+    /// build and times it; with `export`, writes the tuned build there.
+    pub(crate) fn build_model(
+        &mut self,
+        module: &Module,
+        records: &[(&Task, Vec<Value>)],
+        export: Option<PathBuf>,
+    ) -> Result<BuildResult, TuneError> {
         let mj = module_json(module)
             .map_err(|e| TuneError::Config(format!("{}: {e}", self.config.model_name)))?;
-        let mut records: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-        for t in tasks {
-            if let Some(trace) = best.get(&t.keys.exact) {
-                for name in &t.functions {
-                    records.insert(name.clone(), vec![trace.clone()]);
-                }
+        let mut by_function: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+        for (t, traces) in records {
+            for name in &t.functions {
+                by_function.insert(name.clone(), traces.clone());
             }
         }
         Ok(self.worker.build_and_measure(&BuildRequest {
             module: mj,
-            records: BuildRecords::Traces(records),
+            records: BuildRecords::Traces(by_function),
             target: self.target_json.clone(),
             repeat: Some(END_TO_END_REPEATS),
             number: None,
             seed: None,
             atol_rel: None,
             rtol: None,
+            export,
         })?)
     }
 }

@@ -27,16 +27,25 @@
 //! `no_cache` is stock MetaSchedule with the same trial budget: no lookups, no seeds, no
 //! early stop, no write-back.
 //!
+//! [`build`] shares the run's set-up and planning to compile a deployable model from the
+//! cache, with a zero-trial transfer for tasks never tuned (see that module's docs), and
+//! [`bench`] times the library it writes.
+//!
 //! Front ends (the `tgc tune` command) map their flags onto [`TuneConfig`] and present
 //! progress through an [`Observer`]; everything else lives here.
 
 mod budget;
+mod build;
 mod config;
 mod driver;
 mod observer;
 mod report;
 
 pub use budget::{Budget, Share};
+pub use build::{
+    bench, build, calling_convention, sidecar_path, workload_hashes, AppliedTier, BuildConfig,
+    BuildReport, BuildTask, BENCH_REPEATS,
+};
 pub use config::{CostModel, TuneConfig};
 pub use driver::{tune, TuneError};
 pub use observer::{Observer, Silent};

@@ -14,10 +14,11 @@ mod worker;
 
 pub use json::{module_json, op_schema, task_json, OP_SCHEMA_PATH};
 pub use protocol::{
-    Applied, BuildRecords, BuildRequest, BuildResult, CostModelKind, CostModelReport, HelloResult,
-    Latency, LowerRequest, LowerResult, RecordOrigin, ReplayMode, ReplayOutcome, ReplayRequest,
-    ReplayResult, RunnerSettings, SampleRequest, SampleResult, Seed, StopReason, TargetResult,
-    Tolerance, Trials, TuneRecord, TuneRequest, TuneResult, TuneRound, PROTOCOL,
+    Applied, BenchRequest, BenchResult, BuildRecord, BuildRecords, BuildRequest, BuildResult,
+    CostModelKind, CostModelReport, HelloResult, InputRole, Latency, LatencyRange, LowerRequest,
+    LowerResult, ModelInput, RecordOrigin, ReplayMode, ReplayOutcome, ReplayRequest, ReplayResult,
+    RunnerSettings, SampleRequest, SampleResult, Seed, StopReason, TargetResult, Tolerance, Trials,
+    TuneRecord, TuneRequest, TuneResult, TuneRound, PROTOCOL,
 };
 pub use worker::{
     decode_result, find_python, worker_dir, BridgeError, Timeouts, Versions, Worker, WorkerConfig,

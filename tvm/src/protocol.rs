@@ -463,6 +463,18 @@ pub struct BuildRequest {
     /// Optional: replaces the output check's default `rtol`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rtol: Option<f64>,
+    /// Optional: write the tuned executable here with `export_library`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub export: Option<PathBuf>,
+}
+
+/// A record of `build_and_measure`'s `records`: a trace, with the workload of the task it
+/// was tuned on when it comes from another task (then it is transferred, as seeds are).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BuildRecord {
+    pub trace: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_workload: Option<String>,
 }
 
 /// The tuned build's latency (milliseconds).
@@ -512,8 +524,12 @@ pub struct BuildResult {
     pub tolerance: Tolerance,
     /// Per task: how its record was applied; `None`: no record applied.
     pub applied: BTreeMap<String, Option<Applied>>,
+    /// Per task: the records that did not replay before one did (all when none did).
+    pub failed: BTreeMap<String, u64>,
     /// The PrimFuncs `MetaScheduleApplyDatabase` replaced.
     pub scheduled: Vec<String>,
+    /// main's params in order, with the role their random values are drawn by.
+    pub inputs: Vec<ModelInput>,
     /// Per task, its structural hash.
     #[serde(
         deserialize_with = "decimal_u64_map",
@@ -525,6 +541,81 @@ pub struct BuildResult {
     /// bound, the worst element).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mismatch: Option<String>,
+}
+
+/// How a model input's random values are drawn (`build_and_measure`'s output check, `bench`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputRole {
+    /// Uniform [-1, 1).
+    Data,
+    /// Normal with std `1/sqrt(fan_in)`.
+    Weight,
+    /// A batch norm's variance: uniform [0.5, 1.5).
+    Positive,
+}
+
+/// One of main's params.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelInput {
+    pub name: String,
+    pub shape: Vec<u64>,
+    pub dtype: String,
+    pub role: InputRole,
+    /// The products each output element of the contraction sums; `null` unless a weight.
+    #[serde(deserialize_with = "nullable")]
+    pub fan_in: Option<u64>,
+}
+
+// ---- bench --------------------------------------------------------------------------------
+
+/// `bench`'s params.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BenchRequest {
+    /// An exported library (`build_and_measure`'s `export`).
+    pub library: PathBuf,
+    /// Its inputs, in order (`build_and_measure`'s `inputs`).
+    pub inputs: Vec<ModelInput>,
+    /// For the device.
+    pub target: Value,
+    /// Optional: timing runs (worker default 50).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u64>,
+    /// Optional: calls per timing run (worker default 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub number: Option<u64>,
+    /// Optional: the inputs' random seed (worker default 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Optional: a module (JSON as `build_and_measure` takes it) built untuned and timed too.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub untuned: Option<Value>,
+}
+
+/// End-to-end latency over timing runs (milliseconds).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LatencyRange {
+    pub median: f64,
+    pub p10: f64,
+    pub p90: f64,
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+    pub repeat: u64,
+    pub number: u64,
+}
+
+/// `bench`'s result.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BenchResult {
+    pub latency_ms: LatencyRange,
+    /// `null` without `untuned`.
+    #[serde(deserialize_with = "nullable")]
+    pub untuned_latency_ms: Option<LatencyRange>,
+    pub wall_s: f64,
 }
 
 #[cfg(test)]
@@ -616,6 +707,49 @@ mod tests {
     }
 
     #[test]
+    fn build_and_bench_results_decode() {
+        let build = json!({
+            "latency_ms": {"mean": 1.0, "median": 1.0, "std": 0.0, "min": 1.0, "repeat": 2, "number": 1},
+            "outputs_match": true, "max_abs_err": 0.0, "max_rel_err": 0.0,
+            "tolerance": {"atol_rel": 1e-4, "rtol": 1e-6},
+            "applied": {"a": "repaired", "b": null}, "failed": {"a": 1, "b": 0},
+            "scheduled": ["a"], "tasks": {"a": "1", "b": "2"},
+            "inputs": [{"name": "x", "shape": [1, 8], "dtype": "float32", "role": "data", "fan_in": null},
+                       {"name": "w", "shape": [8, 8], "dtype": "float32", "role": "weight", "fan_in": 8}],
+            "wall_s": 1.0
+        });
+        let r: BuildResult = decode(build.clone()).unwrap();
+        assert_eq!(r.failed["a"], 1);
+        assert_eq!(r.applied["a"], Some(Applied::Repaired));
+        assert_eq!(r.inputs[1].role, InputRole::Weight);
+        assert_eq!(r.inputs[1].fan_in, Some(8));
+        // the sidecar's inputs are these, and `bench` takes them back as they were sent
+        assert_eq!(serde_json::to_value(&r.inputs).unwrap(), build["inputs"]);
+        let mut v = build.clone();
+        v["inputs"][0].as_object_mut().unwrap().remove("fan_in");
+        assert!(decode::<BuildResult>(v)
+            .unwrap_err()
+            .contains("missing field `fan_in`"));
+        let mut v = build;
+        v["inputs"][0]["role"] = json!("bias");
+        assert!(decode::<BuildResult>(v)
+            .unwrap_err()
+            .contains("unknown variant `bias`"));
+        let range = json!({"median": 2.0, "p10": 1.5, "p90": 2.5, "mean": 2.0, "min": 1.0,
+                           "max": 3.0, "repeat": 50, "number": 1});
+        let b: BenchResult =
+            decode(json!({"latency_ms": range.clone(), "untuned_latency_ms": null, "wall_s": 3.0}))
+                .unwrap();
+        assert_eq!(b.latency_ms.p90, 2.5);
+        assert_eq!(b.untuned_latency_ms, None);
+        assert!(
+            decode::<BenchResult>(json!({"latency_ms": range, "wall_s": 3.0}))
+                .unwrap_err()
+                .contains("missing field `untuned_latency_ms`")
+        );
+    }
+
+    #[test]
     fn optional_results_fields_may_be_absent() {
         let v = json!({"ok": true, "mode": "exact", "error": null});
         let r: ReplayOutcome = decode(v).unwrap();
@@ -687,6 +821,7 @@ mod tests {
             seed: None,
             atol_rel: None,
             rtol: None,
+            export: None,
         };
         assert_eq!(
             serde_json::to_value(&b).unwrap(),

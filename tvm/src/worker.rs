@@ -5,9 +5,9 @@
 //! reported with its exit status and the last lines of its log.
 
 use crate::protocol::{
-    BuildRequest, BuildResult, Empty, HelloResult, LowerRequest, LowerResult, NoParams,
-    ReplayRequest, ReplayResult, SampleRequest, SampleResult, TargetRequest, TargetResult,
-    TuneRequest, TuneResult, PROTOCOL,
+    BenchRequest, BenchResult, BuildRequest, BuildResult, Empty, HelloResult, LowerRequest,
+    LowerResult, NoParams, ReplayRequest, ReplayResult, SampleRequest, SampleResult, TargetRequest,
+    TargetResult, TuneRequest, TuneResult, PROTOCOL,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -106,6 +106,7 @@ pub struct Timeouts {
     pub sample: Duration,
     pub tune: Duration,
     pub build_and_measure: Duration,
+    pub bench: Duration,
     pub shutdown: Duration,
 }
 
@@ -121,6 +122,7 @@ impl Default for Timeouts {
             sample: quick,
             tune: long,
             build_and_measure: long,
+            bench: long,
             shutdown: quick,
         }
     }
@@ -136,6 +138,7 @@ impl Timeouts {
             "sample" => self.sample,
             "tune" => self.tune,
             "build_and_measure" => self.build_and_measure,
+            "bench" => self.bench,
             "shutdown" => self.shutdown,
             _ => self.hello,
         }
@@ -376,6 +379,11 @@ impl Worker {
         request: &BuildRequest,
     ) -> Result<BuildResult, BridgeError> {
         self.request("build_and_measure", request, None)
+    }
+
+    /// `bench`: an exported library's end-to-end latency (and an untuned build's).
+    pub fn bench(&mut self, request: &BenchRequest) -> Result<BenchResult, BridgeError> {
+        self.request("bench", request, None)
     }
 
     /// The TVM, tvm-ffi and LLVM versions the worker reported.
@@ -717,6 +725,7 @@ mod tests {
             seed: None,
             atol_rel: None,
             rtol: None,
+            export: None,
         };
         let built = w.build_and_measure(&build).expect("build_and_measure");
         assert!(built.outputs_match, "{built:?}");
@@ -807,6 +816,16 @@ mod agreement {
             seed: some.then_some(1),
             atol_rel: some.then_some(0.0),
             rtol: some.then_some(0.0),
+            export: some.then(|| "/m.so".into()),
+        };
+        let bench = |some: bool| BenchRequest {
+            library: "/m.so".into(),
+            inputs: vec![],
+            target: json!({}),
+            repeat: some.then_some(1),
+            number: some.then_some(1),
+            seed: some.then_some(1),
+            untuned: some.then(|| json!({})),
         };
         let sample = |some: bool| SampleRequest {
             task: json!({}),
@@ -833,6 +852,7 @@ mod agreement {
             ("sample", v(&sample(true)), v(&sample(false))),
             ("tune", v(&tune(true)), v(&tune(false))),
             ("build_and_measure", v(&build(true)), v(&build(false))),
+            ("bench", v(&bench(true)), v(&bench(false))),
         ]
     }
 

@@ -133,13 +133,29 @@ def model_relax_module(spec: ModelSpec) -> tvm.IRModule:
 
 
 def _record_traces(entries, task: str) -> list:
-    """A task's records: trace JSONs, or objects with a "trace" (tune's records), best first."""
+    """A task's records, best first: [(trace_json, source_workload or None)]. An entry is a
+    trace JSON, or an object with a "trace" (tune's records) and optionally the
+    "source_workload" of the task it was tuned on (then the trace is transferred: tiles
+    repaired, or the anchor block's schedule applied)."""
+    from .server import load_workload
+
     if not isinstance(entries, list):
         raise WorkerError("bad_params", f"records[{task!r}] must be a list", task)
     out = []
+    sources: dict = {}
     for i, e in enumerate(entries):
-        tj = e.get("trace") if isinstance(e, dict) else e
-        out.append(parse_trace_json(tj, f"records[{task!r}][{i}]", task))
+        where = f"records[{task!r}][{i}]"
+        src = None
+        if isinstance(e, dict):
+            tj = e.get("trace")
+            text = e.get("source_workload")
+            if text is not None:
+                if not isinstance(text, str) or text not in sources:
+                    sources[text] = load_workload(text, where, task)  # raises for a non-string
+                src = sources[text]
+        else:
+            tj = e
+        out.append((parse_trace_json(tj, where, task), src))
     return out
 
 
@@ -270,9 +286,53 @@ def check_inputs(spec: ModelSpec, seed: int) -> list:
     """Random inputs that keep every activation of order one through any depth: data inputs
     uniform [-1, 1), weights normal with std 1/sqrt(fan_in) (so a contraction's output has the
     variance of its input), batch norm variances uniform [0.5, 1.5), zeros for ints."""
+    return draw_inputs([ty for _, ty in spec.params], input_roles(spec), seed)
+
+
+def roles_json(spec: ModelSpec) -> list:
+    """main's params with their roles, as build_and_measure reports them (`inputs`) and
+    `bench` takes them back."""
+    out = []
+    for (name, ty), role in zip(spec.params, input_roles(spec)):
+        out.append(
+            {
+                "name": name,
+                "shape": list(ty.shape),
+                "dtype": ty.dtype,
+                "role": role[0],
+                "fan_in": role[1] if role[0] == "weight" else None,
+            }
+        )
+    return out
+
+
+def roles_from_json(inputs, where: str) -> tuple[list, list]:
+    """([TensorTy], [role]) from a list of {name, shape, dtype, role?, fan_in?} (the inputs
+    of an artifact's sidecar); an absent role is data."""
+    if not isinstance(inputs, list):
+        raise WorkerError("bad_params", f"{where} must be a list")
+    types, roles = [], []
+    for i, x in enumerate(inputs):
+        w = f"{where}[{i}]"
+        types.append(_tensor_ty(x, w))
+        role = x.get("role", "data")
+        if role == "weight":
+            f = x.get("fan_in")
+            if not isinstance(f, int) or isinstance(f, bool) or f < 1:
+                raise WorkerError("bad_params", f"{w}: a weight needs a positive int fan_in")
+            roles.append(("weight", f))
+        elif role in ("data", "positive"):
+            roles.append((role,))
+        else:
+            raise WorkerError("bad_params", f"{w}: role must be data, weight or positive, got {role!r}")
+    return types, roles
+
+
+def draw_inputs(types: list, roles: list, seed: int) -> list:
+    """check_inputs' draw for tensors of `types` with `roles`."""
     rng = np.random.default_rng(seed)
     out = []
-    for (_, ty), role in zip(spec.params, input_roles(spec)):
+    for ty, role in zip(types, roles):
         if ty.dtype.startswith("float") or ty.dtype.startswith("bfloat"):
             if role[0] == "weight":
                 arr = rng.normal(0.0, 1.0 / np.sqrt(role[1]), size=ty.shape)
@@ -398,6 +458,96 @@ def _outputs(res) -> list:
     return [x for r in res for x in _outputs(r)]
 
 
+def export_executable(executable, path: str) -> None:
+    """`export_library` to `path`, through a temporary file beside it: a failed export leaves
+    no partial library behind, and an existing one is replaced whole."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise WorkerError("bad_params", f"export: {directory} is not a directory")
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp.so")
+    try:
+        executable.export_library(tmp)
+        os.replace(tmp, path)
+    except Exception as e:  # noqa: BLE001 - the compiler driver's and TVM's errors
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise WorkerError("tvm", f"export to {path} failed: {one_line(e)}")
+
+
+def latency_stats(results_s: list, repeat: int, number: int) -> dict:
+    """Milliseconds: median, p10, p90, mean, min, max of the timing runs."""
+    ms_vals = np.array([float(x) * 1e3 for x in results_s])
+    return {
+        "median": float(np.median(ms_vals)),
+        "p10": float(np.percentile(ms_vals, 10)),
+        "p90": float(np.percentile(ms_vals, 90)),
+        "mean": float(np.mean(ms_vals)),
+        "min": float(np.min(ms_vals)),
+        "max": float(np.max(ms_vals)),
+        "repeat": repeat,
+        "number": number,
+    }
+
+
+def _positive_int(params, k, default):
+    v = params.get(k, default)
+    if not isinstance(v, int) or isinstance(v, bool) or v < (0 if k == "seed" else 1):
+        raise WorkerError("bad_params", f"{k} must be a positive int, got {v!r}")
+    return v
+
+
+def bench(params: dict) -> dict:
+    """End-to-end latency of an exported library (and of an untuned build of a module)."""
+    t0 = time.time()
+    from .tvmutil import parse_target
+
+    target = parse_target(params["target"], with_host=True)
+    repeat = _positive_int(params, "repeat", 50)
+    number = _positive_int(params, "number", 1)
+    seed = _positive_int(params, "seed", 0)
+    library = params["library"]
+    if not isinstance(library, str) or not os.path.isfile(library):
+        raise WorkerError("bad_params", f"library: {library!r} is not a file")
+    types, roles = roles_from_json(params["inputs"], "inputs")
+    kind = target.kind.name
+    dev = tvm.device("cpu" if kind in ("llvm", "c") else kind, 0)
+    if not dev.exist:
+        raise WorkerError("tvm", f"no {kind} device on this machine to measure on")
+    inputs = [tvm.runtime.tensor(a, dev) for a in draw_inputs(types, roles, seed)]
+
+    def timed(executable) -> dict:
+        vm = relax.VirtualMachine(executable, dev)
+        vm["main"](*inputs)  # warm-up: first-call allocations stay out of the figures
+        res = vm.time_evaluator("main", dev, number=number, repeat=repeat)(*inputs)
+        return latency_stats(res.results, repeat, number)
+
+    try:
+        lib = tvm.runtime.load_module(library)
+    except Exception as e:  # noqa: BLE001
+        raise WorkerError("bad_params", f"library: {library}: cannot load: {one_line(e)}")
+    try:
+        latency = timed(lib)
+    except Exception as e:  # noqa: BLE001
+        raise WorkerError("tvm", f"{library}: running main failed: {one_line(e)}")
+    untuned = None
+    if params.get("untuned") is not None:
+        spec = parse_module(params["untuned"])
+        if [ty for _, ty in spec.params] != types:
+            raise WorkerError(
+                "bad_params", "untuned: the module's params differ from the library's inputs"
+            )
+        try:
+            ref = _build(lower_module(model_relax_module(spec)), target)
+        except Exception as e:  # noqa: BLE001
+            raise WorkerError("tvm", f"untuned build failed: {one_line(e)}")
+        untuned = timed(ref)
+    return {
+        "latency_ms": latency,
+        "untuned_latency_ms": untuned,
+        "wall_s": round(time.time() - t0, 3),
+    }
+
+
 def build_and_measure(params: dict) -> dict:
     t0 = time.time()
     from .tvmutil import parse_target
@@ -426,8 +576,13 @@ def build_and_measure(params: dict) -> dict:
 
     from tvm.s_tir import meta_schedule as ms
 
+    export = params.get("export")
+    if export is not None and (not isinstance(export, str) or not export):
+        raise WorkerError("bad_params", f"export must be a file path, got {export!r}")
+
     records = params["records"]
     applied: dict = {}
+    failed: dict = {name: 0 for name in spec.tasks}
     if isinstance(records, str):
         if not os.path.isdir(records):
             raise WorkerError("bad_params", f"records: {records!r} is not a directory")
@@ -447,10 +602,11 @@ def build_and_measure(params: dict) -> dict:
             postprocs = list(ctx.space_generator.postprocs)
             applied[name] = None
             errors = []
-            for tj in _record_traces(entries, name):
-                res = replay(wl, target, postprocs, tj, allow_anchor=False)
+            for tj, src in _record_traces(entries, name):
+                res = replay(wl, target, postprocs, tj, src, allow_anchor=src is not None)
                 if not res.ok:
                     errors.append(res.error)
+                    failed[name] += 1
                     continue
                 workload = database.commit_workload(wl)
                 database.commit_tuning_record(
@@ -478,6 +634,8 @@ def build_and_measure(params: dict) -> dict:
         ref = _build(lowered, target)
     except Exception as e:  # noqa: BLE001
         raise WorkerError("tvm", f"build failed: {one_line(e)}")
+    if export is not None:
+        export_executable(tuned, export)
 
     kind = target.kind.name
     dev = tvm.device("cpu" if kind in ("llvm", "c") else kind, 0)
@@ -508,7 +666,9 @@ def build_and_measure(params: dict) -> dict:
         "max_rel_err": check["max_rel_err"],
         "tolerance": check["tolerance"],
         "applied": applied,
+        "failed": failed,
         "scheduled": scheduled,
+        "inputs": roles_json(spec),
         "tasks": {
             name: structural_hash_u64(normalize_mod(find_primfunc(lowered, name, name)))
             for name in spec.tasks

@@ -21,6 +21,7 @@ METHODS = (
     "sample",
     "tune",
     "build_and_measure",
+    "bench",
     "shutdown",
 )
 
@@ -63,8 +64,9 @@ PARAMS = {
     ),
     "build_and_measure": (
         ("module", "records", "target"),
-        ("repeat", "number", "seed", "atol_rel", "rtol"),
+        ("repeat", "number", "seed", "atol_rel", "rtol", "export"),
     ),
+    "bench": (("library", "inputs", "target"), ("repeat", "number", "seed", "untuned")),
     "shutdown": ((), ()),
 }
 
@@ -176,7 +178,7 @@ def m_lower(params: dict) -> dict:
     }
 
 
-def _load_workload(text, where: str, task_name: str):
+def load_workload(text, where: str, task_name: str):
     """A TVM IRModule from `tvm.ir.save_json` text (what `lower` returns as workload_json)."""
     import tvm
 
@@ -226,7 +228,7 @@ def _traces(params: dict, key: str, task_name: str) -> list:
                 text = item["source_workload"]
                 memo = ("workload", text if isinstance(text, str) else None)
                 if memo not in sources or memo[1] is None:  # a non-string raises below
-                    sources[memo] = _load_workload(text, f"{key}[{i}]", task_name)
+                    sources[memo] = load_workload(text, f"{key}[{i}]", task_name)
                 src = sources[memo]
             tj = item["trace"]
         else:
@@ -284,6 +286,12 @@ def m_build_and_measure(params: dict) -> dict:
     return build_and_measure(params)
 
 
+def m_bench(params: dict) -> dict:
+    from .measure import bench
+
+    return bench(params)
+
+
 HANDLERS = {
     "hello": m_hello,
     "target": m_target,
@@ -292,6 +300,7 @@ HANDLERS = {
     "sample": m_sample,
     "tune": m_tune,
     "build_and_measure": m_build_and_measure,
+    "bench": m_bench,
 }
 
 

@@ -1,0 +1,240 @@
+//! `tgc build` and `tgc bench`: flags onto [`tgc_tune::BuildConfig`], a line per task and a
+//! summary; the build itself is [`tgc_tune::build`] (see that crate's docs).
+
+use crate::input::{load_model, parse_shape_arg, write_output};
+use anyhow::{anyhow, Result};
+use clap::Args;
+use std::path::PathBuf;
+use tgc_passes::seeding::{tier_name, SeedPlan};
+use tgc_tune::{BuildConfig, BuildReport, Observer, BENCH_REPEATS};
+use tgc_tvm::LatencyRange;
+
+#[derive(Args)]
+pub struct BuildArgs {
+    /// The model: ONNX (`.onnx`), text IR, or a zoo model's name.
+    model: String,
+    /// The library to write (a plain TVM library; its sidecar `OUT.json` names the inputs).
+    #[arg(short, long, value_name = "OUT.so")]
+    output: PathBuf,
+    /// `llvm` (this machine), `llvm-generic`, `cuda`, or a TVM target JSON.
+    #[arg(long, default_value = "llvm")]
+    target: String,
+    /// The cache file (default: $TGC_CACHE, else the user cache dir); it must exist and
+    /// hold records for the target.
+    #[arg(long)]
+    cache: Option<PathBuf>,
+    /// TVM's default schedules for every task (an untuned build, for comparison).
+    #[arg(long, conflicts_with = "cache")]
+    no_cache: bool,
+    /// Candidates measured per task transferred from a neighbour (the fastest is applied,
+    /// and written back to the cache); 0: rank only, nothing measured.
+    #[arg(long, value_name = "K", default_value_t = BuildConfig::DEFAULT_MEASURE_CANDIDATES)]
+    measure_candidates: u64,
+    /// Exit 1 when the built model's outputs differ from an untuned build's on random
+    /// inputs (the comparison always runs and is printed).
+    #[arg(long)]
+    check: bool,
+    /// Time the library and an untuned build end to end (TVM's time evaluator, 50 runs).
+    #[arg(long)]
+    bench: bool,
+    /// Write a JSON report (schema `tgc.build/1`) here.
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// Static shape of an ONNX input, e.g. `input=1x224x224x3` (repeatable).
+    #[arg(long = "shape", value_name = "NAME=DIMS", value_parser = parse_shape_arg)]
+    shapes: Vec<(String, Vec<i64>)>,
+    /// Where the worker log and MetaSchedule's logs go (default: a temp dir).
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+}
+
+pub fn run(args: BuildArgs) -> Result<()> {
+    let module = load_model(&args.model, &args.shapes)?;
+    let config = BuildConfig {
+        target: args.target.clone(),
+        cache: args.cache.clone(),
+        no_cache: args.no_cache,
+        measure_candidates: args.measure_candidates,
+        bench: args.bench,
+        work_dir: args.work_dir.clone(),
+        ..BuildConfig::new(args.model.clone(), args.output.clone())
+    };
+    let report = tgc_tune::build(module, &config, &mut Lines).map_err(|e| anyhow!("{e}"))?;
+    print!("{}", summary(&report));
+    println!("call it with stock TVM:");
+    print!(
+        "{}",
+        tgc_tune::calling_convention(&report.artifact, &report.target)
+    );
+    if let Some(path) = &args.report {
+        write_output(
+            Some(path),
+            &format!("{}\n", serde_json::to_string_pretty(&report.to_json())?),
+        )?;
+    }
+    match report.check_outputs() {
+        Err(e) if args.check => Err(anyhow!(e)),
+        Err(e) => {
+            eprintln!("warning: {e}");
+            Ok(())
+        }
+        Ok(()) => Ok(()),
+    }
+}
+
+/// A line per task as it is planned, on stderr (stdout carries the summary).
+struct Lines;
+
+impl Observer for Lines {
+    fn warning(&mut self, message: &str) {
+        eprintln!("warning: {message}");
+    }
+
+    fn task_started(&mut self, task: &str, plan: &SeedPlan) {
+        eprintln!(
+            "  {task:<40} {} candidates from {}",
+            plan.seeds.len(),
+            tier_name(plan.tier)
+        );
+    }
+
+    fn measuring(&mut self) {
+        eprintln!("building the model");
+    }
+}
+
+fn latency_line(what: &str, l: &LatencyRange) -> String {
+    format!(
+        "{what}: {:.3} ms median, p10 {:.3}, p90 {:.3} ({} runs)\n",
+        l.median, l.p10, l.p90, l.repeat
+    )
+}
+
+fn summary(r: &BuildReport) -> String {
+    let mut out = format!(
+        "{}: {} tasks, built in {:.1} s -> {} (sidecar {})\n{:<40} {:<20} {:>6} {:>6} {:>8} {:>12}  source\n",
+        r.model,
+        r.tasks.len(),
+        r.build_wall_s,
+        r.artifact.display(),
+        r.sidecar.display(),
+        "task",
+        "tier",
+        "tried",
+        "failed",
+        "measured",
+        "latency (us)"
+    );
+    for t in &r.tasks {
+        let source = match (t.source["model"].as_str(), t.source["task"].as_str()) {
+            (Some(m), Some(task)) => format!("{m}/{task}"),
+            _ if t.source["kind"] == "metaschedule-import" => format!(
+                "imported workload {}",
+                t.source["workload_hash"].as_str().unwrap_or("?")
+            ),
+            _ if !t.measured_sources.is_empty() => {
+                format!("fastest of {} measured", t.measured_sources.len())
+            }
+            _ => "-".into(),
+        };
+        out.push_str(&format!(
+            "{:<40} {:<20} {:>6} {:>6} {:>8} {:>12}  {source}\n",
+            t.name,
+            t.applied.as_str(),
+            t.tried,
+            t.failed,
+            t.measured,
+            t.latency_s.map_or("-".into(), |s| format!(
+                "{:.2} {}",
+                s * 1e6,
+                t.latency_kind.unwrap_or("")
+            )),
+        ));
+    }
+    let tiers: Vec<String> = r
+        .tasks_by_tier()
+        .iter()
+        .map(|(t, n)| format!("{t} {n}"))
+        .collect();
+    out.push_str(&format!("tasks by tier: {}\n", tiers.join(", ")));
+    let m = &r.end_to_end;
+    out.push_str(&format!(
+        "outputs match an untuned build: {} (max error {} of the output's scale, allowed {:.1e}); latency {:.3} ms (median of {})\n",
+        m.outputs_match,
+        m.max_rel_err.map_or("-".to_string(), |x| format!("{x:.1e}")),
+        m.tolerance.atol_rel,
+        m.latency_ms.median,
+        m.latency_ms.repeat,
+    ));
+    if let Some(b) = &r.bench {
+        out.push_str(&latency_line("end to end", &b.latency_ms));
+        if let Some(u) = &b.untuned_latency_ms {
+            out.push_str(&latency_line("untuned build", u));
+            out.push_str(&format!(
+                "speed-up over TVM's defaults: {:.2}x\n",
+                u.median / b.latency_ms.median
+            ));
+        }
+    }
+    out
+}
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// A library `tgc build` wrote (its sidecar `LIB.json` beside it names the inputs).
+    library: PathBuf,
+    /// Timing runs (TVM's time evaluator, one call each).
+    #[arg(long, default_value_t = BENCH_REPEATS)]
+    repeat: u64,
+    /// Also time an untuned build of this model (the one the library was built from).
+    #[arg(long, value_name = "MODEL")]
+    untuned: Option<String>,
+    /// Static shape of an ONNX input of the untuned model (repeatable).
+    #[arg(long = "shape", value_name = "NAME=DIMS", value_parser = parse_shape_arg)]
+    shapes: Vec<(String, Vec<i64>)>,
+    /// Print JSON (schema `tgc.bench/1`).
+    #[arg(long)]
+    json: bool,
+    /// Where the worker log goes (default: a temp dir).
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+}
+
+pub fn bench(args: BenchArgs) -> Result<()> {
+    if args.repeat < 1 {
+        anyhow::bail!("--repeat must be at least 1, got {}", args.repeat);
+    }
+    if !args.library.is_file() {
+        anyhow::bail!("{}: no such file", args.library.display());
+    }
+    let untuned = args
+        .untuned
+        .as_deref()
+        .map(|m| load_model(m, &args.shapes))
+        .transpose()?;
+    let r = tgc_tune::bench(&args.library, untuned, args.repeat, args.work_dir.clone())
+        .map_err(|e| anyhow!("{e}"))?;
+    if args.json {
+        let doc = serde_json::json!({
+            "schema": "tgc.bench/1",
+            "library": args.library,
+            "latency_ms": r.latency_ms,
+            "untuned_latency_ms": r.untuned_latency_ms,
+            "wall_s": r.wall_s,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(());
+    }
+    print!(
+        "{}",
+        latency_line(&args.library.display().to_string(), &r.latency_ms)
+    );
+    if let Some(u) = &r.untuned_latency_ms {
+        print!("{}", latency_line("untuned build", u));
+        println!(
+            "speed-up over TVM's defaults: {:.2}x",
+            u.median / r.latency_ms.median
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,484 @@
+//! `tgc build` and `tgc bench` with real TVM: a cache filled by tuning model A for a few
+//! trials, then model B (the same blocks at another resolution, so every task is a
+//! structural neighbour of one of A's) built with zero trials, both measuring the top
+//! candidate and ranking only; the records a measured transfer writes back make the next
+//! build of B exact. The library loads in stock TVM (no tgc code) and computes what an
+//! untuned build computes; bad input is a one-line error.
+//!
+//! Needs the pinned TVM venv (`$TGC_PYTHON`, else `tvm/python/bootstrap.sh` creates it).
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Two tasks: conv+relu, and conv+add+relu (the residual).
+fn model(hw: u32) -> String {
+    format!(
+        r#"module @blocks{hw} {{
+  func @main(%x: tensor<1x8x{hw}x{hw}xf32>, %w1: tensor<8x8x3x3xf32>, %w2: tensor<8x8x3x3xf32>) -> tensor<1x8x{hw}x{hw}xf32> {{
+    %0 = nn.conv2d(%x, %w1) {{padding = [1, 1, 1, 1]}} : tensor<1x8x{hw}x{hw}xf32>
+    %1 = nn.relu(%0) : tensor<1x8x{hw}x{hw}xf32>
+    %2 = nn.conv2d(%1, %w2) {{padding = [1, 1, 1, 1]}} : tensor<1x8x{hw}x{hw}xf32>
+    %3 = add(%2, %x) : tensor<1x8x{hw}x{hw}xf32>
+    %4 = nn.relu(%3) : tensor<1x8x{hw}x{hw}xf32>
+    return %4
+  }}
+}}
+"#
+    )
+}
+
+fn tgc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tgc"))
+        .args(args)
+        .output()
+        .expect("tgc runs")
+}
+
+fn ok(args: &[&str]) -> Output {
+    let out = tgc(args);
+    assert!(
+        out.status.success(),
+        "tgc {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The one-line error of a failing command.
+fn error_line(args: &[&str]) -> String {
+    let out = tgc(args);
+    assert_eq!(out.status.code(), Some(1), "tgc {args:?} should fail");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(lines.len(), 1, "one error line: {stderr}");
+    lines[0].to_string()
+}
+
+fn read_json(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).expect("file written")).expect("JSON")
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("UTF-8 path")
+}
+
+/// Builds `model` into `out` (`-o`), with the report beside it; the report.
+fn build(dir: &Path, model: &str, out: &str, extra: &[&str]) -> Value {
+    let report = dir.join(format!("{out}.report.json"));
+    let so = dir.join(out);
+    let mut args = vec!["build", model, "-o", s(&so), "--report", s(&report)];
+    args.extend_from_slice(extra);
+    let printed = ok(&args);
+    let stdout = String::from_utf8_lossy(&printed.stdout);
+    assert!(
+        stdout.contains("tvm.runtime.load_module(") && stdout.contains("relax.VirtualMachine("),
+        "the calling convention is printed: {stdout}"
+    );
+    read_json(&report)
+}
+
+/// Loads both libraries with stock TVM only, runs them on the same random inputs (the
+/// sidecar's shapes) and returns the largest difference over the output's scale.
+fn stock_tvm_difference(a: &Path, b: &Path) -> f64 {
+    let python = tgc_tvm::find_python().expect("the TVM venv");
+    let script = r#"
+import json, sys
+import numpy as np
+import tvm
+from tvm import relax
+a, b = sys.argv[1], sys.argv[2]
+spec = json.load(open(a + ".json"))
+rng = np.random.default_rng(0)
+arrays = [rng.uniform(-1, 1, size=i["shape"]).astype(i["dtype"]) for i in spec["inputs"]]
+outs = []
+for path in (a, b):
+    vm = relax.VirtualMachine(tvm.runtime.load_module(path), tvm.cpu())
+    outs.append(vm["main"](*[tvm.runtime.tensor(x, tvm.cpu()) for x in arrays]).numpy())
+assert list(outs[0].shape) == spec["outputs"][0]["shape"], (outs[0].shape, spec["outputs"])
+scale = float(np.max(np.abs(outs[1])))
+print(float(np.max(np.abs(outs[0] - outs[1]))) / scale)
+"#;
+    let out = Command::new(python)
+        .args(["-c", script, s(a), s(b)])
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("a number")
+}
+
+/// A copy of a closed cache file (its write-ahead log too, when one is left).
+fn copy_cache(from: &Path, to: &Path) {
+    std::fs::copy(from, to).expect("cache copied");
+    let wal = |p: &Path| PathBuf::from(format!("{}-wal", p.display()));
+    if wal(from).exists() {
+        std::fs::copy(wal(from), wal(to)).expect("cache log copied");
+    }
+}
+
+fn tasks_of(report: &Value) -> &Vec<Value> {
+    report["tasks"].as_array().expect("tasks")
+}
+
+#[test]
+fn zero_trial_builds_from_a_neighbours_cache_load_in_stock_tvm() {
+    let dir = std::env::temp_dir().join(format!("tgc-build-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let (a, b) = (dir.join("a.tgc"), dir.join("b.tgc"));
+    std::fs::write(&a, model(16)).expect("model A");
+    std::fs::write(&b, model(12)).expect("model B");
+    let cache = dir.join("cache.sqlite");
+
+    // Bad input first: no cache yet, an unreadable one, an unsupported op.
+    let e = error_line(&[
+        "build",
+        s(&b),
+        "-o",
+        s(&dir.join("x.so")),
+        "--cache",
+        s(&cache),
+    ]);
+    assert!(e.contains(s(&cache)) && e.contains("no cache there"), "{e}");
+    let garbage = dir.join("garbage.sqlite");
+    std::fs::write(&garbage, "not a database").expect("garbage written");
+    let e = error_line(&[
+        "build",
+        s(&b),
+        "-o",
+        s(&dir.join("x.so")),
+        "--cache",
+        s(&garbage),
+    ]);
+    assert!(
+        e.contains(s(&garbage)) && e.contains("not a tgc cache"),
+        "{e}"
+    );
+    let bad = dir.join("bad.tgc");
+    std::fs::write(&bad, model(12).replace("nn.relu(%0)", "nn.frobnicate(%0)")).expect("bad");
+    let e = error_line(&["build", s(&bad), "-o", s(&dir.join("x.so")), "--no-cache"]);
+    assert!(
+        e.contains(s(&bad)) && e.contains("unknown op 'nn.frobnicate'"),
+        "{e}"
+    );
+    assert!(!dir.join("x.so").exists());
+
+    ok(&[
+        "tune",
+        s(&a),
+        "--cache",
+        s(&cache),
+        "--trials-per-task",
+        "2",
+        "--trials-per-round",
+        "2",
+        "--population",
+        "32",
+        "--no-measure",
+        "--work-dir",
+        s(&dir.join("tune-a")),
+    ]);
+    // A cache that holds only A's records, for the rank-only build below.
+    let only_a = dir.join("only-a.sqlite");
+    copy_cache(&cache, &only_a);
+
+    // A cache for another target: no records for this one, a one-line error.
+    let e = error_line(&[
+        "build",
+        s(&b),
+        "-o",
+        s(&dir.join("x.so")),
+        "--cache",
+        s(&cache),
+        "--target",
+        "llvm-generic",
+    ]);
+    assert!(
+        e.contains(s(&cache)) && e.contains("no records for target"),
+        "{e}"
+    );
+
+    // K = 1: each task's best valid neighbour is measured (one trial), applied and written
+    // back; the outputs are checked and the library timed.
+    let measured = build(
+        &dir,
+        s(&b),
+        "b-measured.so",
+        &[
+            "--cache",
+            s(&cache),
+            "--measure-candidates",
+            "1",
+            "--check",
+            "--bench",
+            "--work-dir",
+            s(&dir.join("build-1")),
+        ],
+    );
+    assert_eq!(measured["schema"], "tgc.build/1");
+    assert_eq!(measured["end_to_end"]["outputs_match"], true, "{measured}");
+    assert_eq!(tasks_of(&measured).len(), 2);
+    for t in tasks_of(&measured) {
+        assert_eq!(t["plan_tier"], "structural", "{t}");
+        assert_eq!(t["tier"], "structural-transfer", "{t}");
+        assert_eq!(t["measured"], 1, "{t}");
+        assert_eq!(t["latency_kind"], "measured", "{t}");
+        assert!(t["latency_s"].as_f64().unwrap() > 0.0, "{t}");
+        assert!(t["records_written"].as_u64().unwrap() >= 1, "{t}");
+        assert_eq!(t["source"]["model"], s(&a), "{t}");
+        assert!(t["tried"].as_u64().unwrap() >= 1, "{t}");
+    }
+    assert_eq!(
+        measured["totals"]["tasks_by_tier"]["structural-transfer"],
+        2
+    );
+    assert_eq!(measured["totals"]["candidates_measured"], 2);
+    let bench = &measured["bench"];
+    let lat = &bench["latency_ms"];
+    assert_eq!(lat["repeat"], 50);
+    assert!(lat["p10"].as_f64() <= lat["median"].as_f64(), "{bench}");
+    assert!(lat["median"].as_f64() <= lat["p90"].as_f64(), "{bench}");
+    assert!(bench["untuned_latency_ms"]["median"].as_f64().unwrap() > 0.0);
+    let sidecar = read_json(&dir.join("b-measured.so.json"));
+    assert_eq!(sidecar["schema"], "tgc.artifact/1");
+    let inputs: Vec<&str> = sidecar["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(inputs, ["x", "w1", "w2"]);
+    assert_eq!(sidecar["inputs"][1]["role"], "weight");
+    assert_eq!(
+        sidecar["outputs"][0]["shape"],
+        serde_json::json!([1, 8, 12, 12])
+    );
+
+    // The written-back records carry K trials of effort (never 0, which would read as a
+    // complete search): a later `tgc tune` of B resumes their search.
+    let db = rusqlite::Connection::open(&cache).expect("cache opens");
+    let trials: Vec<Option<i64>> = db
+        .prepare("SELECT trials FROM records WHERE model = ?1")
+        .unwrap()
+        .query_map([s(&b)], |r| r.get(0))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert!(!trials.is_empty());
+    assert!(trials.iter().all(|t| *t == Some(1)), "{trials:?}");
+    drop(db);
+
+    // The next build of B is exact: the records as they are, nothing measured.
+    let exact = build(
+        &dir,
+        s(&b),
+        "b-exact.so",
+        &["--cache", s(&cache), "--check"],
+    );
+    for t in tasks_of(&exact) {
+        assert_eq!(t["tier"], "exact", "{t}");
+        assert_eq!(t["measured"], 0, "{t}");
+        assert_eq!(t["latency_kind"], "cached", "{t}");
+    }
+
+    // K = 0 from A's records only: ranked, the first candidate that replays is applied.
+    let ranked = build(
+        &dir,
+        s(&b),
+        "b-ranked.so",
+        &[
+            "--cache",
+            s(&only_a),
+            "--measure-candidates",
+            "0",
+            "--check",
+        ],
+    );
+    for t in tasks_of(&ranked) {
+        assert_eq!(t["tier"], "structural-transfer", "{t}");
+        assert_eq!(t["measured"], 0, "{t}");
+        assert!(t["mode"] == "repaired" || t["mode"] == "anchor", "{t}");
+        assert_eq!(
+            t["tried"].as_u64().unwrap(),
+            t["failed"].as_u64().unwrap() + 1,
+            "{t}"
+        );
+        assert_eq!(t["records_written"], 0, "{t}");
+    }
+
+    // TVM's defaults, and both libraries in stock TVM on the same inputs.
+    let untuned = build(&dir, s(&b), "b-untuned.so", &["--no-cache"]);
+    for t in tasks_of(&untuned) {
+        assert_eq!(t["tier"], "default", "{t}");
+    }
+    assert_eq!(untuned["totals"]["tasks_by_tier"]["default"], 2);
+    for built in ["b-measured.so", "b-ranked.so"] {
+        let d = stock_tvm_difference(&dir.join(built), &dir.join("b-untuned.so"));
+        assert!(d < 1e-4, "{built}: {d} of the output's scale");
+    }
+
+    // tgc bench on a library, with the untuned model for comparison.
+    let out = ok(&[
+        "bench",
+        s(&dir.join("b-ranked.so")),
+        "--repeat",
+        "5",
+        "--untuned",
+        s(&b),
+        "--json",
+    ]);
+    let bench: Value = serde_json::from_slice(&out.stdout).expect("bench JSON");
+    assert_eq!(bench["schema"], "tgc.bench/1");
+    assert_eq!(bench["latency_ms"]["repeat"], 5);
+    assert!(bench["untuned_latency_ms"]["median"].as_f64().unwrap() > 0.0);
+    let e = error_line(&["bench", s(&dir.join("b.tgc"))]);
+    assert!(e.contains("b.tgc.json") && e.contains("sidecar"), "{e}");
+
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_onnx_model_with_an_unsupported_op_is_a_one_line_error() {
+    // The fixture with one op renamed in place (same length: the protobuf stays valid).
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/onnx/pplcnet-blocks.onnx");
+    let mut bytes = std::fs::read(&fixture).expect("fixture");
+    let mut renamed = 0;
+    while let Some(at) = bytes.windows(9).position(|w| w == b"HardSwish") {
+        bytes[at..at + 9].copy_from_slice(b"HardSwisj");
+        renamed += 1;
+    }
+    assert!(renamed > 0, "the fixture has HardSwish nodes");
+    let dir = std::env::temp_dir().join(format!("tgc-build-onnx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let model = dir.join("unsupported.onnx");
+    std::fs::write(&model, bytes).expect("model written");
+    let e = error_line(&["build", s(&model), "-o", s(&dir.join("m.so")), "--no-cache"]);
+    assert!(e.contains(s(&model)) && e.contains("unsupported op"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 14.5: `tgc cache export --model` writes only the records a model's tasks need, and
+/// stock TVM applies them through its own path (its own ONNX import, compile_relax with a
+/// JSONDatabase of the directory).
+#[test]
+fn a_models_export_feeds_stock_compile_relax() {
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/onnx/pplcnet-blocks.onnx");
+    let dir = std::env::temp_dir().join(format!("tgc-export-model-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let cache = dir.join("cache.sqlite");
+    let report = dir.join("tune.json");
+    ok(&[
+        "tune",
+        s(&fixture),
+        "--cache",
+        s(&cache),
+        "--max-tasks",
+        "2",
+        "--trials-per-task",
+        "2",
+        "--trials-per-round",
+        "2",
+        "--population",
+        "32",
+        "--no-measure",
+        "--report",
+        s(&report),
+        "--work-dir",
+        s(&dir.join("tune")),
+    ]);
+    let tuned = read_json(&report);
+    // Another model's tasks in the same cache, which the export must leave out.
+    let other = dir.join("other.tgc");
+    std::fs::write(&other, model(12)).expect("other model");
+    ok(&[
+        "tune",
+        s(&other),
+        "--cache",
+        s(&cache),
+        "--trials-per-task",
+        "1",
+        "--trials-per-round",
+        "1",
+        "--population",
+        "32",
+        "--no-measure",
+        "--work-dir",
+        s(&dir.join("tune-other")),
+    ]);
+
+    let db = dir.join("db");
+    let out = ok(&[
+        "cache",
+        "export",
+        s(&db),
+        "--cache",
+        s(&cache),
+        "--model",
+        s(&fixture),
+    ]);
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed.contains("11 tasks") && printed.contains("2 of them with records exported"),
+        "{printed}"
+    );
+    let lines = |f: &str| {
+        std::fs::read_to_string(db.join(f))
+            .expect("database file")
+            .lines()
+            .count()
+    };
+    assert_eq!(
+        lines("database_workload.json"),
+        2,
+        "only the model's workloads"
+    );
+    assert!(lines("database_tuning_record.json") >= 2);
+
+    let python = tgc_tvm::find_python().expect("the TVM venv");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/stock_apply.py");
+    let out = Command::new(python)
+        .arg(&script)
+        .arg(&fixture)
+        .arg(&db)
+        .arg("--target")
+        .arg(serde_json::to_string(&tuned["target"]).unwrap())
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let applied: Value = serde_json::from_slice(&out.stdout).expect("report JSON");
+    assert_eq!(applied["schema"], "tgc.stock-apply/1");
+    assert!(
+        applied["tasks_extracted"].as_u64().unwrap() >= 2,
+        "{applied}"
+    );
+    assert_eq!(applied["tasks_with_records"], 2, "{applied}");
+    // each workload schedules every fused function of it (one per occurrence, unless TVM
+    // merged equal ones)
+    assert!(
+        applied["scheduled_from_database"].as_array().unwrap().len() >= 2,
+        "{applied}"
+    );
+    assert!(
+        applied["end_to_end"]["latency_ms"]["median"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    assert_eq!(applied["end_to_end"]["outputs_finite"], true);
+    let _ = std::fs::remove_dir_all(&dir);
+}

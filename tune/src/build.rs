@@ -1,0 +1,853 @@
+//! `build`: the deployable model from the cache, with zero-trial transfer.
+//!
+//! The build shares the tuning run's set-up ([`Run::start`]: the worker, TVM's canonical
+//! target, the toolchain, the cache) and its planning: the named pipeline gives every task
+//! its ranked candidates and a seed plan (annotate-cache, seed-schedules), and each task is
+//! lowered and planned again with its TVM workload hash, which finds imported MetaSchedule
+//! records. Then, per task, by the plan's tier:
+//!
+//! - exact (the task's own workload, by tgc key or TVM hash): the best exact records as they
+//!   are, best first; the build applies the first that replays.
+//! - structural or family neighbours: a zero-trial transfer of the plan's seeds (their
+//!   traces with the workload of the task they were tuned on, so the worker repairs tiles or
+//!   transfers the anchor block's schedule). With `measure_candidates` K > 0 the seeds are
+//!   replayed on the task (no measurement) until K replay, and those K are measured by the
+//!   worker's `tune` with exactly K trials, so only the seed batch runs; the fastest goes into
+//!   the build, and the measured records are written back to the cache with K trials as
+//!   their effort (never 0, which would read as a complete search). With K = 0 the seeds go
+//!   to the build in rank order and the first that replays is applied.
+//! - nothing cached: TVM's default schedule.
+//!
+//! The whole model is then built once (the worker's `build_and_measure` with `export`),
+//! checked against an untuned build on random inputs, timed, and written as a plain TVM
+//! library, with a sidecar JSON (`tgc.artifact/1`) naming the target and the inputs in order.
+
+use crate::config::{CostModel, TuneConfig};
+use crate::driver::{task_error, work_dir as make_work_dir, Run, Setup, TuneError};
+use crate::observer::Observer;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use tgc_cache::{Cache, Workload};
+use tgc_canonicalize::{extract_annotated_tasks, Task};
+use tgc_ir::Module;
+use tgc_passes::seed_schedules::{seed_plan, SEED_PLAN_ATTR};
+use tgc_passes::seeding::{SeedPlan, SeedPolicy, Tier};
+use tgc_tvm::{
+    module_json, Applied, BenchRequest, BenchResult, BuildRecord, BuildResult, CostModelKind,
+    ModelInput, ReplayRequest, Seed, TuneRequest,
+};
+
+/// The configuration of one build.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BuildConfig {
+    /// As [`TuneConfig::target`].
+    pub target: String,
+    /// The cache file; `None`: `$TGC_CACHE`, else the user cache dir. It must exist.
+    pub cache: Option<PathBuf>,
+    /// TVM's default schedules for every task: no cache is read.
+    pub no_cache: bool,
+    /// Candidates measured per transferred task (0: rank only, nothing measured).
+    pub measure_candidates: u64,
+    /// Most candidates of a task considered (replayed) for a transfer.
+    pub max_candidates: usize,
+    /// Where the library goes; its sidecar is this path with `.json` appended.
+    pub output: PathBuf,
+    /// Time the built library (and an untuned build) with [`BENCH_REPEATS`] runs.
+    pub bench: bool,
+    /// Where the worker log and MetaSchedule's logs go; `None`: a temp dir.
+    pub work_dir: Option<PathBuf>,
+    /// The model's name in the report and in the provenance of written-back records.
+    pub model_name: String,
+}
+
+impl BuildConfig {
+    /// The default K: 2 candidates measured per transferred task.
+    pub const DEFAULT_MEASURE_CANDIDATES: u64 = 2;
+
+    pub fn new(model_name: impl Into<String>, output: impl Into<PathBuf>) -> BuildConfig {
+        BuildConfig {
+            target: "llvm".into(),
+            cache: None,
+            no_cache: false,
+            measure_candidates: Self::DEFAULT_MEASURE_CANDIDATES,
+            max_candidates: SeedPolicy::DEFAULT.max_seeds,
+            output: output.into(),
+            bench: false,
+            work_dir: None,
+            model_name: model_name.into(),
+        }
+    }
+
+    /// The tuning configuration the shared run set-up and planning take.
+    fn run_config(&self) -> TuneConfig {
+        TuneConfig {
+            target: self.target.clone(),
+            cache: self.cache.clone(),
+            no_cache: self.no_cache,
+            policy: SeedPolicy {
+                max_seeds: self.max_candidates,
+                ..SeedPolicy::DEFAULT
+            },
+            cost_model: CostModel::Cold,
+            measure: true,
+            work_dir: self.work_dir.clone(),
+            ..TuneConfig::new(self.model_name.clone())
+        }
+    }
+}
+
+/// Timing runs of `bench` (`tgc bench`, `tgc build --bench`) by default.
+pub const BENCH_REPEATS: u64 = 50;
+
+/// The tier a task's schedule came from in the build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum AppliedTier {
+    /// The task's own record (tgc exact key or TVM workload hash), as is.
+    Exact,
+    /// A structural neighbour's trace, tiles repaired.
+    StructuralTransfer,
+    /// A family neighbour's trace, by anchor-trace transfer.
+    FamilyTransfer,
+    /// TVM's default schedule: nothing cached applied.
+    Default,
+}
+
+impl AppliedTier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AppliedTier::Exact => "exact",
+            AppliedTier::StructuralTransfer => "structural-transfer",
+            AppliedTier::FamilyTransfer => "family-transfer",
+            AppliedTier::Default => "default",
+        }
+    }
+
+    fn of(tier: Option<Tier>) -> AppliedTier {
+        match tier {
+            Some(t) if t.is_exact() => AppliedTier::Exact,
+            Some(Tier::Structural) => AppliedTier::StructuralTransfer,
+            Some(_) => AppliedTier::FamilyTransfer,
+            None => AppliedTier::Default,
+        }
+    }
+}
+
+/// What the build did for one task.
+#[derive(Clone, Debug)]
+pub struct BuildTask {
+    pub name: String,
+    pub occurrences: usize,
+    pub workload_hash: u64,
+    /// The plan's tier (where the candidates came from).
+    pub plan_tier: Option<Tier>,
+    pub applied: AppliedTier,
+    /// How the worker applied the record that went in.
+    pub mode: Option<Applied>,
+    /// Candidates the cache offered (the plan's seeds).
+    pub candidates: usize,
+    /// Candidates replayed (validated) on the task, by replay or by the build.
+    pub tried: u64,
+    /// Of those, the ones that did not replay.
+    pub failed: u64,
+    /// Candidates measured (K > 0 transfers only).
+    pub measured: u64,
+    /// The applied record's source (model, task, latency there); for a measured transfer,
+    /// the sources of every measured candidate (`measured_sources`), the fastest applied.
+    pub source: Value,
+    pub measured_sources: Vec<Value>,
+    /// Seconds: the cached latency of an exact record, or the measured one of a transfer.
+    pub latency_s: Option<f64>,
+    /// `cached` or `measured`.
+    pub latency_kind: Option<&'static str>,
+    pub records_written: usize,
+    pub wall_s: f64,
+}
+
+/// The whole build, as the `tgc.build/1` JSON report.
+#[derive(Clone, Debug)]
+pub struct BuildReport {
+    pub model: String,
+    pub target_spelling: Value,
+    pub target: Value,
+    pub toolchain: tgc_cache::Toolchain,
+    pub no_cache: bool,
+    pub measure_candidates: u64,
+    pub tasks: Vec<BuildTask>,
+    pub artifact: PathBuf,
+    pub sidecar: PathBuf,
+    /// Seconds of the whole build (worker start to the sidecar written).
+    pub build_wall_s: f64,
+    /// Seconds of the per-task work (lowering, replay, measuring candidates).
+    pub tasks_wall_s: f64,
+    pub end_to_end: BuildResult,
+    pub bench: Option<BenchResult>,
+}
+
+impl BuildReport {
+    /// Tasks per applied tier.
+    pub fn tasks_by_tier(&self) -> BTreeMap<&'static str, usize> {
+        let mut m = BTreeMap::new();
+        for t in [
+            AppliedTier::Exact,
+            AppliedTier::StructuralTransfer,
+            AppliedTier::FamilyTransfer,
+            AppliedTier::Default,
+        ] {
+            m.insert(t.as_str(), 0);
+        }
+        for t in &self.tasks {
+            *m.entry(t.applied.as_str()).or_default() += 1;
+        }
+        m
+    }
+
+    /// `Err` with the worker's account when the built model's outputs differ from an
+    /// untuned build's.
+    pub fn check_outputs(&self) -> Result<(), String> {
+        if self.end_to_end.outputs_match {
+            return Ok(());
+        }
+        Err(format!(
+            "{}: the built model's outputs differ from an untuned build's ({})",
+            self.model,
+            self.end_to_end
+                .mismatch
+                .as_deref()
+                .unwrap_or("no mismatch given")
+        ))
+    }
+
+    pub fn to_json(&self) -> Value {
+        let tc = &self.toolchain;
+        json!({
+            "schema": "tgc.build/1",
+            "model": self.model,
+            "target": self.target,
+            "target_spelling": self.target_spelling,
+            "toolchain": {"tvm": tc.tvm, "tvm_ffi": tc.tvm_ffi, "llvm": tc.llvm, "pinned": tc.is_pinned()},
+            "no_cache": self.no_cache,
+            "measure_candidates": self.measure_candidates,
+            "artifact": self.artifact,
+            "sidecar": self.sidecar,
+            "tasks": self.tasks.iter().map(|t| json!({
+                "name": t.name,
+                "occurrences": t.occurrences,
+                "workload_hash": t.workload_hash.to_string(),
+                "plan_tier": tgc_passes::seeding::tier_name(t.plan_tier),
+                "tier": t.applied.as_str(),
+                "mode": t.mode,
+                "candidates": t.candidates,
+                "tried": t.tried,
+                "failed": t.failed,
+                "measured": t.measured,
+                "source": t.source,
+                "measured_sources": t.measured_sources,
+                "latency_s": t.latency_s,
+                "latency_kind": t.latency_kind,
+                "records_written": t.records_written,
+                "wall_s": t.wall_s,
+            })).collect::<Vec<_>>(),
+            "totals": {
+                "tasks": self.tasks.len(),
+                "tasks_by_tier": self.tasks_by_tier(),
+                "candidates_tried": self.tasks.iter().map(|t| t.tried).sum::<u64>(),
+                "candidates_failed": self.tasks.iter().map(|t| t.failed).sum::<u64>(),
+                "candidates_measured": self.tasks.iter().map(|t| t.measured).sum::<u64>(),
+                "tasks_wall_s": self.tasks_wall_s,
+                "build_wall_s": self.build_wall_s,
+            },
+            "end_to_end": self.end_to_end,
+            "bench": self.bench,
+        })
+    }
+}
+
+/// The sidecar of a library: `OUT.so` -> `OUT.so.json`.
+pub fn sidecar_path(library: &Path) -> PathBuf {
+    let mut s = library.as_os_str().to_owned();
+    s.push(".json");
+    PathBuf::from(s)
+}
+
+/// The sidecar's JSON (`tgc.artifact/1`): how to call the library.
+fn sidecar_json(
+    module: &Module,
+    library: &Path,
+    target: &Value,
+    inputs: &[ModelInput],
+) -> Result<Value, String> {
+    let main = module.function("main").ok_or("the module has no @main")?;
+    let outputs: Vec<Value> = main
+        .results
+        .iter()
+        .map(|&r| {
+            let t = main.ty(r);
+            json!({"shape": t.shape.as_slice(), "dtype": t.dtype.tvm_name()})
+        })
+        .collect();
+    Ok(json!({
+        "schema": "tgc.artifact/1",
+        "library": library.file_name().map(|n| n.to_string_lossy().into_owned()),
+        "entry": "main",
+        "target": target,
+        "inputs": inputs,
+        "outputs": outputs,
+    }))
+}
+
+/// The calling convention of a built library, as five lines of Python with stock TVM.
+pub fn calling_convention(library: &Path, target: &Value) -> String {
+    let device = match target["kind"].as_str() {
+        Some("cuda") => "tvm.cuda()",
+        _ => "tvm.cpu()",
+    };
+    let lib = library.display();
+    format!(
+        "import json, numpy as np, tvm\n\
+         from tvm import relax\n\
+         vm = relax.VirtualMachine(tvm.runtime.load_module(\"{lib}\"), {device})\n\
+         inputs = [tvm.runtime.tensor(np.zeros(i[\"shape\"], i[\"dtype\"]), {device}) for i in json.load(open(\"{lib}.json\"))[\"inputs\"]]\n\
+         out = vm[\"main\"](*inputs)  # the model's inputs, weights included, in the sidecar's order\n"
+    )
+}
+
+/// Builds `module` as `config` says: a library at `config.output`, its sidecar beside it.
+pub fn build(
+    mut module: Module,
+    config: &BuildConfig,
+    observer: &mut dyn Observer,
+) -> Result<BuildReport, TuneError> {
+    let started = Instant::now();
+    let run_config = config.run_config();
+    let Setup {
+        requested,
+        spelled,
+        cache_path,
+    } = Setup::of(&run_config)?;
+    if let Some(dir) = config.output.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.is_dir() {
+            return Err(TuneError::Io {
+                path: dir.to_path_buf(),
+                message: "no such directory for the output library".into(),
+            });
+        }
+    }
+    if !config.no_cache {
+        // Before the worker starts: a missing or unreadable cache is a quick one-line error.
+        if !cache_path.exists() {
+            return Err(TuneError::Io {
+                path: cache_path,
+                message:
+                    "no cache there (tune a model first, or --no-cache for TVM's default schedules)"
+                        .into(),
+            });
+        }
+        Cache::open_existing(&cache_path)?;
+    }
+    let work_dir = make_work_dir(&run_config, "tgc-build")?;
+    let mut run = Run::start(
+        &run_config,
+        &spelled,
+        &requested,
+        &cache_path,
+        work_dir,
+        observer,
+    )?;
+    if let Some(cache) = &run.cache {
+        let stats = cache.stats()?;
+        let here: u64 = stats
+            .targets
+            .iter()
+            .filter(|(_, json, _)| json == run.target.canonical_json())
+            .map(|(_, _, n)| n)
+            .sum();
+        if here == 0 {
+            let others: Vec<String> = stats
+                .targets
+                .iter()
+                .filter(|(_, _, n)| *n > 0)
+                .map(|(kind, _, n)| format!("{n} for a {kind} target"))
+                .collect();
+            return Err(TuneError::Io {
+                path: cache_path,
+                message: format!(
+                    "no records for target {} ({}); tune for this target first, or --no-cache for TVM's default schedules",
+                    run.target,
+                    if others.is_empty() {
+                        "the cache is empty".to_string()
+                    } else {
+                        format!("it holds {}", others.join(", "))
+                    }
+                ),
+            });
+        }
+    }
+    let overrides = run.plan_module(&mut module, &cache_path)?;
+    let tasks = extract_annotated_tasks(&module)
+        .map_err(|e| TuneError::Config(format!("{}: {e}", config.model_name)))?;
+    observer.started(tasks.len());
+
+    let tasks_started = Instant::now();
+    let mut planned = Vec::with_capacity(tasks.len());
+    for task in &tasks {
+        planned.push(plan_task(
+            &mut run,
+            config,
+            task,
+            &mut module,
+            &overrides,
+            observer,
+        )?);
+    }
+    let tasks_wall_s = tasks_started.elapsed().as_secs_f64();
+
+    observer.measuring();
+    let records: Vec<(&Task, Vec<Value>)> = tasks
+        .iter()
+        .zip(&planned)
+        .filter(|(_, p)| !p.records.is_empty())
+        .map(|(t, p)| (t, p.records.clone()))
+        .collect();
+    // The worker runs in this directory too, but says where it wrote in absolute terms.
+    let output = std::path::absolute(&config.output).unwrap_or(config.output.clone());
+    let end_to_end = run.build_model(&module, &records, Some(output))?;
+
+    let mut reports = Vec::with_capacity(tasks.len());
+    for (task, p) in tasks.iter().zip(planned) {
+        reports.push(p.finish(task, &end_to_end));
+    }
+    let sidecar = sidecar_path(&config.output);
+    let side = sidecar_json(
+        &module,
+        &config.output,
+        &run.target_json,
+        &end_to_end.inputs,
+    )
+    .map_err(|e| TuneError::Config(format!("{}: {e}", config.model_name)))?;
+    std::fs::write(
+        &sidecar,
+        format!(
+            "{}\n",
+            serde_json::to_string_pretty(&side).expect("JSON values serialize")
+        ),
+    )
+    .map_err(|e| TuneError::Io {
+        path: sidecar.clone(),
+        message: format!("cannot write: {e}"),
+    })?;
+    let build_wall_s = started.elapsed().as_secs_f64();
+    let bench = if config.bench {
+        let untuned = module_json(&module)
+            .map_err(|e| TuneError::Config(format!("{}: {e}", config.model_name)))?;
+        Some(run.worker.bench(&BenchRequest {
+            library: std::path::absolute(&config.output).unwrap_or(config.output.clone()),
+            inputs: end_to_end.inputs.clone(),
+            target: run.target_json.clone(),
+            repeat: Some(BENCH_REPEATS),
+            number: None,
+            seed: None,
+            untuned: Some(untuned),
+        })?)
+    } else {
+        None
+    };
+    let _ = run.worker.shutdown();
+    Ok(BuildReport {
+        model: config.model_name.clone(),
+        target_spelling: requested,
+        target: run.target_json,
+        toolchain: run.toolchain,
+        no_cache: config.no_cache,
+        measure_candidates: config.measure_candidates,
+        tasks: reports,
+        artifact: config.output.clone(),
+        sidecar,
+        build_wall_s,
+        tasks_wall_s,
+        end_to_end,
+        bench,
+    })
+}
+
+/// A task's part of the build before the model is built: the records it sends and what the
+/// report says about them.
+struct PlannedTask {
+    plan: SeedPlan,
+    workload_hash: u64,
+    /// Sent to the build, best first.
+    records: Vec<Value>,
+    /// The source of each record sent, in order (for a measured transfer: one entry, the
+    /// fastest's sources being unknown, `Value::Null`).
+    sources: Vec<Value>,
+    candidates: usize,
+    /// Replayed before the build (K > 0) and failed there.
+    pre_tried: u64,
+    pre_failed: u64,
+    measured: u64,
+    measured_sources: Vec<Value>,
+    latency_s: Option<f64>,
+    latency_kind: Option<&'static str>,
+    records_written: usize,
+    wall_s: f64,
+}
+
+impl PlannedTask {
+    /// The report of the task once the build says which record went in.
+    fn finish(self, task: &Task, built: &BuildResult) -> BuildTask {
+        let mode = built.applied.get(&task.name).copied().flatten();
+        let build_failed = built.failed.get(&task.name).copied().unwrap_or(0);
+        let applied = match mode {
+            None => AppliedTier::Default,
+            Some(_) => AppliedTier::of(self.plan.tier),
+        };
+        // The build tried its records in order: the first `build_failed` did not replay.
+        let tried_in_build = if mode.is_some() {
+            build_failed + 1
+        } else {
+            build_failed
+        };
+        let source = if mode.is_some() {
+            self.sources
+                .get(build_failed as usize)
+                .cloned()
+                .unwrap_or(Value::Null)
+        } else {
+            Value::Null
+        };
+        let measured_transfer = self.measured > 0;
+        BuildTask {
+            name: task.name.clone(),
+            occurrences: task.occurrences,
+            workload_hash: self.workload_hash,
+            plan_tier: self.plan.tier,
+            applied,
+            mode,
+            candidates: self.candidates,
+            // a measured transfer's records are replays of already validated candidates
+            tried: if measured_transfer {
+                self.pre_tried
+            } else {
+                self.pre_tried + tried_in_build
+            },
+            failed: if measured_transfer {
+                self.pre_failed
+            } else {
+                self.pre_failed + build_failed
+            },
+            measured: self.measured,
+            source,
+            measured_sources: self.measured_sources,
+            latency_s: if mode.is_some() { self.latency_s } else { None },
+            latency_kind: if mode.is_some() {
+                self.latency_kind
+            } else {
+                None
+            },
+            records_written: self.records_written,
+            wall_s: self.wall_s,
+        }
+    }
+}
+
+/// Lowers and plans one task, and for a measured transfer measures its candidates.
+fn plan_task(
+    run: &mut Run<'_>,
+    config: &BuildConfig,
+    task: &Task,
+    module: &mut Module,
+    overrides: &tgc_pipelines::Overrides,
+    observer: &mut dyn Observer,
+) -> Result<PlannedTask, TuneError> {
+    let t0 = Instant::now();
+    let replan = (!config.no_cache).then_some(overrides);
+    let (tj, lowered, _) = run.lower(task, module, replan)?;
+    let f = module
+        .function(&task.name)
+        .expect("tasks name functions of the module");
+    let plan = seed_plan(f)
+        .map_err(TuneError::Config)?
+        .ok_or_else(|| task_error(&task.name, format!("carries no {SEED_PLAN_ATTR}")))?;
+    observer.task_started(&task.name, &plan);
+    let seeds = run.seeds(task, &plan, observer)?;
+    let mut out = PlannedTask {
+        plan: plan.clone(),
+        workload_hash: lowered.structural_hash,
+        records: Vec::new(),
+        sources: Vec::new(),
+        candidates: seeds.len(),
+        pre_tried: 0,
+        pre_failed: 0,
+        measured: 0,
+        measured_sources: Vec::new(),
+        latency_s: None,
+        latency_kind: None,
+        records_written: 0,
+        wall_s: 0.0,
+    };
+    let exact = plan.tier.is_some_and(Tier::is_exact);
+    if exact {
+        // The task's own records: replayed as they are.
+        for (seed, source) in &seeds {
+            out.records.push(seed.trace.clone());
+            out.sources.push(source.clone());
+        }
+        out.latency_s = plan
+            .cached_latency_s
+            .or_else(|| seeds.first().and_then(|(_, s)| s["latency_s"].as_f64()));
+        out.latency_kind = Some("cached");
+    } else if config.measure_candidates == 0 || seeds.is_empty() {
+        for (seed, source) in &seeds {
+            out.records.push(transfer_record(seed));
+            out.sources.push(source.clone());
+        }
+        out.latency_kind = None;
+    } else {
+        let k = config.measure_candidates as usize;
+        // Replay (no measurement) in rank order until K candidates replay.
+        let mut valid: Vec<(Seed, Value)> = Vec::new();
+        let mut next = 0;
+        while valid.len() < k && next < seeds.len() {
+            let end = (next + k - valid.len()).min(seeds.len());
+            let chunk = &seeds[next..end];
+            let replayed = run.worker.replay(&ReplayRequest {
+                task: tj.clone(),
+                target: run.target_json.clone(),
+                traces: chunk.iter().map(|(s, _)| s.clone()).collect(),
+            })?;
+            for (c, r) in chunk.iter().zip(&replayed.results) {
+                out.pre_tried += 1;
+                if r.ok {
+                    valid.push(c.clone());
+                } else {
+                    out.pre_failed += 1;
+                }
+            }
+            next = end;
+        }
+        if !valid.is_empty() {
+            let n = valid.len() as u64;
+            let result = run.worker.tune(&TuneRequest {
+                task: tj,
+                target: run.target_json.clone(),
+                work_dir: run.work_dir.join(&task.name),
+                seeds: valid.iter().map(|(s, _)| s.clone()).collect(),
+                max_trials: n,
+                trials_per_round: n,
+                patience_rounds: 0,
+                exact_tolerance: 0.0,
+                // Seeds only: should two candidates replay to one schedule (measured once),
+                // the search after the seed batch must not run. A population that cannot
+                // reach the unmeasured samples it needs ends it at once ("exhausted").
+                evolutionary: Some(json!({
+                    "population_size": EXHAUSTED_POPULATION,
+                    "init_min_unmeasured": EXHAUSTED_POPULATION + 1,
+                })),
+                cost_model: Some(CostModelKind::Random),
+                remeasure_top: Some(1),
+                ..TuneRequest::default()
+            })?;
+            out.measured = result.trials;
+            out.measured_sources = valid.iter().map(|(_, s)| s.clone()).collect();
+            out.latency_s = result.best_s;
+            out.latency_kind = result.best_s.map(|_| "measured");
+            for r in &result.records {
+                out.records.push(r.trace.clone());
+                out.sources.push(if valid.len() == 1 {
+                    valid[0].1.clone()
+                } else {
+                    Value::Null
+                });
+            }
+            if result.trials > 0 {
+                out.records_written = run.write_back(
+                    task,
+                    Some(Workload {
+                        tvm_hash: lowered.structural_hash,
+                        json: lowered.workload_json,
+                    }),
+                    &result.records,
+                    result.trials,
+                )?;
+            }
+        }
+    }
+    out.wall_s = t0.elapsed().as_secs_f64();
+    Ok(out)
+}
+
+/// An evolutionary population too small for its own minimum of unmeasured samples.
+const EXHAUSTED_POPULATION: u64 = 2;
+
+/// A neighbour's trace as the build takes it: with its source workload, for transfer.
+fn transfer_record(seed: &Seed) -> Value {
+    serde_json::to_value(BuildRecord {
+        trace: seed.trace.clone(),
+        source_workload: seed.source_workload.clone(),
+    })
+    .expect("records serialize")
+}
+
+/// `bench`: an exported library's end-to-end latency, and with `untuned` an untuned build's
+/// of that model, on the inputs its sidecar names.
+pub fn bench(
+    library: &Path,
+    untuned: Option<Module>,
+    repeat: u64,
+    work_dir: Option<PathBuf>,
+) -> Result<BenchResult, TuneError> {
+    let sidecar = sidecar_path(library);
+    let text = std::fs::read_to_string(&sidecar).map_err(|e| TuneError::Io {
+        path: sidecar.clone(),
+        message: format!("cannot read the library's sidecar (tgc build writes it): {e}"),
+    })?;
+    let side: Value = serde_json::from_str(&text).map_err(|e| TuneError::Io {
+        path: sidecar.clone(),
+        message: format!("not JSON: {e}"),
+    })?;
+    if side["schema"] != "tgc.artifact/1" {
+        return Err(TuneError::Io {
+            path: sidecar,
+            message: format!("schema {} is not tgc.artifact/1", side["schema"]),
+        });
+    }
+    let inputs: Vec<ModelInput> =
+        serde_json::from_value(side["inputs"].clone()).map_err(|e| TuneError::Io {
+            path: sidecar.clone(),
+            message: format!("inputs: {e}"),
+        })?;
+    let name = library.display().to_string();
+    let config = TuneConfig {
+        target: side["target"].to_string(),
+        no_cache: true,
+        cost_model: CostModel::Cold,
+        work_dir,
+        ..TuneConfig::new(name.clone())
+    };
+    let Setup {
+        requested,
+        spelled,
+        cache_path,
+    } = Setup::of(&config)?;
+    let dir = make_work_dir(&config, "tgc-bench")?;
+    let mut run = Run::start(
+        &config,
+        &spelled,
+        &requested,
+        &cache_path,
+        dir,
+        &mut crate::Silent,
+    )?;
+    let untuned = match untuned {
+        Some(mut m) => {
+            run.plan_module(&mut m, &cache_path)?;
+            Some(module_json(&m).map_err(|e| TuneError::Config(format!("{name}: {e}")))?)
+        }
+        None => None,
+    };
+    let result = run.worker.bench(&BenchRequest {
+        library: std::path::absolute(library).unwrap_or(library.to_path_buf()),
+        inputs,
+        target: run.target_json.clone(),
+        repeat: Some(repeat),
+        number: None,
+        seed: None,
+        untuned,
+    })?;
+    let _ = run.worker.shutdown();
+    Ok(result)
+}
+
+/// Every task of `module` with its TVM workload hash, as the worker lowers it: the keys a
+/// MetaSchedule database matches records by (`tgc cache export --model`).
+pub fn workload_hashes(
+    mut module: Module,
+    target: &str,
+    work_dir: Option<PathBuf>,
+) -> Result<Vec<(String, u64)>, TuneError> {
+    let config = TuneConfig {
+        target: target.to_string(),
+        no_cache: true,
+        cost_model: CostModel::Cold,
+        work_dir,
+        ..TuneConfig::new("model")
+    };
+    let Setup {
+        requested,
+        spelled,
+        cache_path,
+    } = Setup::of(&config)?;
+    let dir = make_work_dir(&config, "tgc-lower")?;
+    let mut run = Run::start(
+        &config,
+        &spelled,
+        &requested,
+        &cache_path,
+        dir,
+        &mut crate::Silent,
+    )?;
+    run.plan_module(&mut module, &cache_path)?;
+    let tasks = extract_annotated_tasks(&module).map_err(TuneError::Config)?;
+    let mut out = Vec::with_capacity(tasks.len());
+    for t in &tasks {
+        let (_, lowered, _) = run.lower(t, &mut module, None)?;
+        out.push((t.name.clone(), lowered.structural_hash));
+    }
+    let _ = run.worker.shutdown();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sidecar_sits_beside_the_library() {
+        assert_eq!(
+            sidecar_path(Path::new("/a/model.so")),
+            PathBuf::from("/a/model.so.json")
+        );
+    }
+
+    #[test]
+    fn applied_tiers_follow_the_plans_tier() {
+        assert_eq!(AppliedTier::of(Some(Tier::Exact)), AppliedTier::Exact);
+        assert_eq!(AppliedTier::of(Some(Tier::TvmHash)), AppliedTier::Exact);
+        assert_eq!(
+            AppliedTier::of(Some(Tier::Structural)),
+            AppliedTier::StructuralTransfer
+        );
+        assert_eq!(
+            AppliedTier::of(Some(Tier::Family)),
+            AppliedTier::FamilyTransfer
+        );
+        assert_eq!(AppliedTier::of(None), AppliedTier::Default);
+    }
+
+    #[test]
+    fn the_calling_convention_is_five_lines_of_stock_tvm() {
+        let text = calling_convention(Path::new("/o/m.so"), &json!({"kind": "llvm"}));
+        assert_eq!(text.lines().count(), 5, "{text}");
+        assert!(text.contains("tvm.runtime.load_module(\"/o/m.so\")"));
+        assert!(text.contains("relax.VirtualMachine("));
+        assert!(text.contains("vm[\"main\"](*inputs)"));
+        assert!(!text.contains("tgc"), "no tgc code in the loading: {text}");
+    }
+
+    #[test]
+    fn a_transfer_record_carries_its_source_workload() {
+        let seed = Seed {
+            source_workload: Some("wl".into()),
+            ..Seed::trace(json!([[], []]))
+        };
+        assert_eq!(
+            transfer_record(&seed),
+            json!({"trace": [[], []], "source_workload": "wl"})
+        );
+        assert_eq!(
+            transfer_record(&Seed::trace(json!([[], []]))),
+            json!({"trace": [[], []]})
+        );
+    }
+}

@@ -1,0 +1,136 @@
+"""The deployable artifact (issue 14): build_and_measure's `export` writes a plain TVM library.
+A small model is built with schedules (sampled traces on its tasks, one transferred from a task
+of another shape through its source workload) and untuned, to two libraries; a fresh Python
+process with stock TVM only (no tgc code) loads both and compares their outputs on the same
+random inputs. `bench` times a library and an untuned build. A few tens of seconds."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+
+from tasks import LLVM, T, conv_task, matmul_task, with_defaults  # noqa: E402
+from worker_client import shared_worker  # noqa: E402
+
+C, HW = 8, 12
+RES = conv_task("fused_conv2d_add_relu", hw=HW, c=C, tail="add_relu")
+RELU = conv_task("fused_conv2d_relu", hw=HW, c=C, tail="relu")
+# value numbering: x 0, w1 1, w2 2; relu block 3; residual block 4
+MODULE = {
+    "params": [dict(name="x", **T([1, C, HW, HW])), dict(name="w1", **T([C, C, 3, 3])),
+               dict(name="w2", **T([C, C, 3, 3]))],
+    "tasks": [RELU, RES],
+    "calls": [
+        {"task": RELU["name"], "args": [0, 1]},
+        {"task": RES["name"], "args": [3, 2, 0]},
+    ],
+    "results": [4],
+}
+
+# Loads two libraries with stock TVM and prints the largest difference over the scale.
+STOCK = r"""
+import json, sys
+import numpy as np
+import tvm
+from tvm import relax
+a, b, inputs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+rng = np.random.default_rng(0)
+arrays = [rng.uniform(-1, 1, size=i["shape"]).astype(i["dtype"]) for i in inputs]
+outs = []
+for path in (a, b):
+    vm = relax.VirtualMachine(tvm.runtime.load_module(path), tvm.cpu())
+    outs.append(vm["main"](*[tvm.runtime.tensor(x, tvm.cpu()) for x in arrays]).numpy())
+print(json.dumps({"shape": list(outs[0].shape),
+                  "rel": float(np.max(np.abs(outs[0] - outs[1])) / np.max(np.abs(outs[1])))}))
+"""
+
+
+class TestArtifact(unittest.TestCase):
+    def test_exported_libraries_load_in_stock_tvm_and_agree(self):
+        w = shared_worker()
+        # a schedule of the residual task itself, and one of a 16x16 relu task transferred
+        res_trace = w.call("sample", {"task": RES, "target": LLVM, "count": 1})["traces"][0]
+        other = conv_task("fused_conv2d_relu_16", hw=16, c=C, tail="relu")
+        other_trace = w.call("sample", {"task": other, "target": LLVM, "count": 1})["traces"][0]
+        other_wl = w.call("lower", {"task": other, "target": LLVM})["workload_json"]
+        # a matmul's trace names blocks no conv task has: it cannot replay there
+        unrelated = w.call(
+            "sample", {"task": with_defaults(matmul_task("mm")), "target": LLVM, "count": 1}
+        )["traces"][0]
+        with tempfile.TemporaryDirectory(prefix="tgc-artifact-") as d:
+            tuned, untuned = os.path.join(d, "tuned.so"), os.path.join(d, "untuned.so")
+            records = {
+                RES["name"]: [res_trace],
+                # transferred from the 16x16 task through its workload
+                RELU["name"]: [{"trace": other_trace, "source_workload": other_wl}],
+            }
+            r = w.call("build_and_measure", {"module": MODULE, "records": records,
+                                             "target": LLVM, "repeat": 2, "export": tuned})
+            self.assertTrue(r["outputs_match"], r)
+            self.assertEqual(r["applied"][RES["name"]], "exact", r)
+            self.assertIn(r["applied"][RELU["name"]], ("repaired", "anchor"), r)
+            self.assertEqual(r["failed"], {RES["name"]: 0, RELU["name"]: 0})
+            self.assertEqual([i["name"] for i in r["inputs"]], ["x", "w1", "w2"])
+            self.assertEqual(r["inputs"][0]["role"], "data")
+            self.assertEqual(r["inputs"][1], {"name": "w1", "shape": [C, C, 3, 3],
+                                              "dtype": "float32", "role": "weight",
+                                              "fan_in": C * 9})
+            u = w.call("build_and_measure", {"module": MODULE, "records": {}, "target": LLVM,
+                                             "repeat": 2, "export": untuned})
+            self.assertEqual(set(u["applied"].values()), {None})
+            self.assertTrue(os.path.isfile(tuned) and os.path.isfile(untuned))
+            self.assertEqual([f for f in os.listdir(d) if f.endswith(".tmp.so")], [])
+
+            # a fresh interpreter, stock TVM only: this package is not on its path
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+            out = subprocess.run(
+                [sys.executable, "-c", STOCK, tuned, untuned, json.dumps(r["inputs"])],
+                capture_output=True, text=True, env=env, cwd=d, check=False,
+            )
+            self.assertEqual(out.returncode, 0, out.stderr)
+            got = json.loads(out.stdout)
+            self.assertEqual(got["shape"], [1, C, HW, HW])
+            self.assertLess(got["rel"], 1e-4, got)
+
+            # a record that does not replay is counted, and the next one applied
+            r2 = w.call("build_and_measure", {
+                "module": MODULE, "target": LLVM, "repeat": 1,
+                "records": {RES["name"]: [unrelated, res_trace]}})
+            self.assertEqual(r2["failed"][RES["name"]], 1, r2)
+            self.assertEqual(r2["applied"][RES["name"]], "exact", r2)
+
+            b = w.call("bench", {"library": tuned, "inputs": r["inputs"], "target": LLVM,
+                                 "repeat": 5, "untuned": MODULE})
+            for lat in (b["latency_ms"], b["untuned_latency_ms"]):
+                self.assertEqual(lat["repeat"], 5)
+                self.assertLessEqual(lat["min"], lat["p10"])
+                self.assertLessEqual(lat["p10"], lat["median"])
+                self.assertLessEqual(lat["median"], lat["p90"])
+                self.assertLessEqual(lat["p90"], lat["max"])
+                self.assertGreater(lat["min"], 0)
+            b = w.call("bench", {"library": tuned, "inputs": r["inputs"], "target": LLVM,
+                                 "repeat": 3})
+            self.assertIsNone(b["untuned_latency_ms"])
+
+    def test_bad_export_and_bench_params_are_one_line_errors(self):
+        w = shared_worker()
+        r = w.request("build_and_measure", {"module": MODULE, "records": {}, "target": LLVM,
+                                            "export": "/nonexistent/dir/m.so"})
+        self.assertEqual(r["error"]["kind"], "bad_params", r)
+        self.assertIn("/nonexistent/dir", r["error"]["message"])
+        r = w.request("bench", {"library": "/nonexistent.so", "inputs": [], "target": LLVM})
+        self.assertEqual(r["error"]["kind"], "bad_params", r)
+        r = w.request("bench", {"library": __file__, "inputs": [{"name": "x", "shape": [1],
+                                "dtype": "float32", "role": "weight"}], "target": LLVM})
+        self.assertEqual(r["error"]["kind"], "bad_params", r)
+        self.assertIn("fan_in", r["error"]["message"])
+
+
+if __name__ == "__main__":
+    unittest.main()
