@@ -17,7 +17,7 @@ from worker_client import WorkerProcess, shared_worker  # noqa: E402
 class TestProtocol(unittest.TestCase):
     def test_hello(self):
         r = shared_worker().call("hello")
-        self.assertEqual(r["protocol"], 3)
+        self.assertEqual(r["protocol"], 4)
         self.assertTrue(r["tvm"].startswith("0.27"), r["tvm"])
         self.assertTrue(r["tvm_ffi"])
         self.assertIn("llvm", r["targets"])
