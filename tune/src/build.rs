@@ -725,20 +725,7 @@ pub fn bench(
         work_dir,
         ..TuneConfig::new(name.clone())
     };
-    let Setup {
-        requested,
-        spelled,
-        cache_path,
-    } = Setup::of(&config)?;
-    let dir = make_work_dir(&config, "tgc-bench")?;
-    let mut run = Run::start(
-        &config,
-        &spelled,
-        &requested,
-        &cache_path,
-        dir,
-        &mut crate::Silent,
-    )?;
+    let (mut run, cache_path) = worker_run(&config, "tgc-bench")?;
     let untuned = match untuned {
         Some(mut m) => {
             run.plan_module(&mut m, &cache_path)?;
@@ -759,6 +746,26 @@ pub fn bench(
     Ok(result)
 }
 
+/// A run that only needs the worker (no cache reads, no tuning): its set-up, and the cache
+/// path the pipeline is given.
+fn worker_run<'a>(config: &'a TuneConfig, prefix: &str) -> Result<(Run<'a>, PathBuf), TuneError> {
+    let Setup {
+        requested,
+        spelled,
+        cache_path,
+    } = Setup::of(config)?;
+    let dir = make_work_dir(config, prefix)?;
+    let run = Run::start(
+        config,
+        &spelled,
+        &requested,
+        &cache_path,
+        dir,
+        &mut crate::Silent,
+    )?;
+    Ok((run, cache_path))
+}
+
 /// Every task of `module` with its TVM workload hash, as the worker lowers it: the keys a
 /// MetaSchedule database matches records by (`tgc cache export --model`).
 pub fn workload_hashes(
@@ -773,20 +780,7 @@ pub fn workload_hashes(
         work_dir,
         ..TuneConfig::new("model")
     };
-    let Setup {
-        requested,
-        spelled,
-        cache_path,
-    } = Setup::of(&config)?;
-    let dir = make_work_dir(&config, "tgc-lower")?;
-    let mut run = Run::start(
-        &config,
-        &spelled,
-        &requested,
-        &cache_path,
-        dir,
-        &mut crate::Silent,
-    )?;
+    let (mut run, cache_path) = worker_run(&config, "tgc-lower")?;
     run.plan_module(&mut module, &cache_path)?;
     let tasks = extract_annotated_tasks(&module).map_err(TuneError::Config)?;
     let mut out = Vec::with_capacity(tasks.len());
