@@ -79,8 +79,11 @@ pub struct Candidate {
     /// Mean measured latency (seconds) of the trace on the source task.
     pub mean_latency: f64,
     pub num_samples: usize,
-    /// The search effort behind the record: trials measured on its task, by the run that
-    /// wrote it and the runs it resumed (provenance; `None` for MetaSchedule imports).
+    /// The search effort behind the record: the most trials any run measured on its task
+    /// (for this target and toolchain), counting the runs each resumed. A record found by a
+    /// short search may be the best of a task a longer search covered before; the task's
+    /// effort is the longer one. `None` when the record's own effort is unknown, as for
+    /// MetaSchedule imports.
     pub trials: Option<u32>,
     /// Feature distance between the query and the source task (0 for exact tiers).
     pub distance: f64,
@@ -246,6 +249,7 @@ struct NeighbourTrace {
 /// A record with its trace and provenance, as a candidate carries it.
 struct StoredRecord {
     task_id: i64,
+    target_id: i64,
     toolchain_id: i64,
     mean_latency: f64,
     num_samples: i64,
@@ -578,6 +582,10 @@ impl Rows<'_> {
         let mut out = Vec::with_capacity(hits.len());
         for hit in hits {
             let record = self.stored_record(hit.record_id)?;
+            let effort = match record.trials {
+                Some(own) => u32::try_from(own.max(self.task_effort(&record)?)).ok(),
+                None => None,
+            };
             if let Entry::Vacant(slot) = sources.entry(record.task_id) {
                 slot.insert(self.source_keys(record.task_id)?);
             }
@@ -591,7 +599,7 @@ impl Rows<'_> {
                 trace: Trace::from_stored(record.trace_json, digest),
                 mean_latency: record.mean_latency,
                 num_samples: record.num_samples as usize,
-                trials: record.trials.and_then(|t| u32::try_from(t).ok()),
+                trials: effort,
                 distance: hit.distance,
                 rank_bias: hit.rank_bias,
                 score: hit.score,
@@ -613,7 +621,7 @@ impl Rows<'_> {
         self.conn
             .prepare_cached(
                 "SELECT r.task_id, r.toolchain_id, r.mean_latency, r.num_samples, r.model, r.task_name,
-                            tr.trace_json, tr.digest, r.trials, r.source
+                            tr.trace_json, tr.digest, r.trials, r.source, r.target_id
                      FROM records r JOIN traces tr ON tr.id = r.trace_id WHERE r.id = ?1",
             )
             .and_then(|mut s| {
@@ -629,8 +637,26 @@ impl Rows<'_> {
                         digest: r.get(7)?,
                         trials: r.get(8)?,
                         origin: r.get(9)?,
+                        target_id: r.get(10)?,
                     })
                 })
+            })
+            .at(self.path)
+    }
+
+    /// The most trials any run spent on `record`'s task for its target and toolchain
+    /// (0 when none is known).
+    fn task_effort(&self, record: &StoredRecord) -> Result<i64> {
+        self.conn
+            .prepare_cached(
+                "SELECT coalesce(max(trials), 0) FROM records
+                     WHERE task_id = ?1 AND target_id = ?2 AND toolchain_id = ?3",
+            )
+            .and_then(|mut s| {
+                s.query_row(
+                    [record.task_id, record.target_id, record.toolchain_id],
+                    |r| r.get(0),
+                )
             })
             .at(self.path)
     }

@@ -125,6 +125,46 @@ fn best_k_bounds_every_group_and_can_be_lowered() {
 }
 
 #[test]
+fn a_candidate_carries_the_most_effort_its_task_had() {
+    let (_d, _p, mut cache) = temp_cache();
+    let task = synth::task(0, 0, 0);
+    let with_effort = |tag: u64, latency: f64, trials: Option<u32>| {
+        let mut r = record_with(tag, latency);
+        r.provenance.trials = trials;
+        r
+    };
+    // A 3-trial search, then a 2-trial one (not resuming it) that found a faster trace.
+    cache
+        .put(&task, &llvm(), &tc(), &[with_effort(1, 3e-4, Some(3))])
+        .unwrap();
+    cache
+        .put(&task, &llvm(), &tc(), &[with_effort(2, 2e-4, Some(2))])
+        .unwrap();
+    // The same task for another target had a longer search: it stays apart.
+    cache
+        .put(&task, &cuda(), &tc(), &[with_effort(3, 1e-4, Some(9))])
+        .unwrap();
+    let c = cache
+        .candidates(&task.keys, &task.features, &llvm(), &tc(), 10)
+        .unwrap();
+    assert_eq!(c[0].trace, synth::trace(2), "the faster record leads");
+    assert_eq!(
+        c.iter().map(|c| c.trials).collect::<Vec<_>>(),
+        vec![Some(3), Some(3)],
+        "3 trials stand behind the task, whichever record found its best"
+    );
+    // A record of unknown effort (a MetaSchedule import) stays unknown.
+    cache
+        .put(&task, &llvm(), &tc(), &[with_effort(4, 1e-4, None)])
+        .unwrap();
+    let c = cache
+        .candidates(&task.keys, &task.features, &llvm(), &tc(), 10)
+        .unwrap();
+    assert_eq!(c[0].trials, None);
+    assert_eq!(c[1].trials, Some(3));
+}
+
+#[test]
 fn target_and_toolchain_are_part_of_every_lookup() {
     let (_d, _p, mut cache) = temp_cache();
     let task = synth::task(0, 0, 0);
