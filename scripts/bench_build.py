@@ -54,7 +54,7 @@ def tune(model, cache, report, args):
            "--trials-per-task", args.trials, "--population", args.population,
            "--trials-per-round", args.per_round, "--no-measure",
            "--work-dir", pathlib.Path(report).with_suffix("")]
-    if args.max_tasks:
+    if int(args.max_tasks) > 0:
         cmd += ["--max-tasks", args.max_tasks]
     _, wall = run(cmd, f"tgc tune {model}")
     rep = json.loads(pathlib.Path(report).read_text())
@@ -114,10 +114,10 @@ def main() -> int:
 
     cache_a = out / "a.sqlite"
     for f in out.glob("*.sqlite*"):
-        f.unlink()
+        shutil.rmtree(f) if f.is_dir() else f.unlink()
     rep_a = tune(args.a, cache_a, out / "a_tune.json", args)
     summary = {"schema": "tgc.bench-build/1", "a": args.a, "trials_per_task": int(args.trials),
-               "a_tuning_wall_s": rep_a["tuning_wall_s"], "pairs": []}
+               "a_tuning_wall_s": rep_a["totals"]["tuning_wall_s"], "pairs": []}
 
     for i, b in enumerate(args.b):
         pair = {"b": b, "zero": []}
@@ -132,13 +132,13 @@ def main() -> int:
                                  "command_wall_s": rep["command_wall_s"],
                                  "tasks_by_tier": rep["totals"]["tasks_by_tier"],
                                  "candidates_measured": rep["totals"]["candidates_measured"],
-                                 "outputs_match": rep["end_to_end"]["outputs_match"]})
+                                 "outputs_match": (rep["end_to_end"] or {}).get("outputs_match")})
         cache_t = out / f"b{i}_tuned.sqlite"
         if args.b_tuned_from_a:
             shutil.copy(cache_a, cache_t)
         rep_t = tune(b, cache_t, out / f"b{i}_tune.json", args)
         rep_tb = build(b, cache_t, out / f"b{i}_tuned.so", out / f"b{i}_tuned_build.json", "0")
-        pair["tuned"] = {"tuning_wall_s": rep_t["tuning_wall_s"],
+        pair["tuned"] = {"tuning_wall_s": rep_t["totals"]["tuning_wall_s"],
                          "trials": rep_t["totals"]["trials"],
                          "tasks_by_tier": rep_tb["totals"]["tasks_by_tier"],
                          "library": str(out / f"b{i}_tuned.so")}
