@@ -15,7 +15,12 @@ use tgc_canonicalize::{extract_tasks, Level, Task};
 use tgc_passes::{Instrumentation, PassManager};
 use tgc_tune::docs;
 
-create_exception!(_native, TgcError, PyException, "A tgc error: one line naming the input and the problem, as the CLI prints it.");
+create_exception!(
+    _native,
+    TgcError,
+    PyException,
+    "A tgc error: one line naming the input and the problem, as the CLI prints it."
+);
 
 fn err(msg: impl std::fmt::Display) -> PyErr {
     TgcError::new_err(msg.to_string().replace('\n', " "))
@@ -97,7 +102,11 @@ fn load_model(path: &str, shapes: &[(String, Vec<i64>)]) -> PyResult<tgc_ir::Mod
 }
 
 /// Partitions a copy of `module` as `tgc tasks` does and extracts its distinct tasks.
-fn partitioned_tasks(module: &tgc_ir::Module, label: &str, max_depth: usize) -> PyResult<Vec<Task>> {
+fn partitioned_tasks(
+    module: &tgc_ir::Module,
+    label: &str,
+    max_depth: usize,
+) -> PyResult<Vec<Task>> {
     let mut module = module.clone();
     let mut pm = PassManager::new(Instrumentation::default());
     tgc_pipelines::build_pipeline(&format!("partition{{max-depth={max_depth}}}"), &mut pm)
@@ -125,15 +134,19 @@ fn tasks_json(module: &Module, model: &str, max_depth: usize) -> PyResult<String
 /// `tgc similarity --json` (schema `tgc.similarity/1`) of `(name, source, from, module)`
 /// entries at `level` (exact, structural or family).
 #[pyfunction]
-fn similarity_json(models: Vec<(String, String, String, PyRef<'_, Module>)>, level: &str) -> PyResult<String> {
-    let level: Level = level
-        .parse()
-        .map_err(|e| err(format!("level: {e}")))?;
+fn similarity_json(
+    models: Vec<(String, String, String, PyRef<'_, Module>)>,
+    level: &str,
+) -> PyResult<String> {
+    let level: Level = level.parse().map_err(|e| err(format!("level: {e}")))?;
     let mut studied = Vec::new();
     let mut sources = Vec::new();
     for (name, source, from, module) in &models {
         let tasks = partitioned_tasks(&module.inner, source, 256)?;
-        studied.push(tgc_canonicalize::similarity::ModelTasks::new(name.clone(), tasks));
+        studied.push(tgc_canonicalize::similarity::ModelTasks::new(
+            name.clone(),
+            tasks,
+        ));
         sources.push((source.clone(), from.clone()));
     }
     let study = tgc_canonicalize::similarity::Study::new(&studied, level);
@@ -224,7 +237,10 @@ impl Cache {
         if let (Some(want), true) = (task, out.is_empty()) {
             return Err(err(format!("{model}: no task named or keyed '{want}'")));
         }
-        Ok(serde_json::json!({ "schema": "tgc.cache-lookup/1", "model": model, "tasks": out }).to_string())
+        Ok(
+            serde_json::json!({ "schema": "tgc.cache-lookup/1", "model": model, "tasks": out })
+                .to_string(),
+        )
     }
 
     /// `tgc cache import DIR`: a MetaSchedule JSON database into the cache; the summary line.
@@ -271,12 +287,16 @@ struct Options(serde_json::Map<String, serde_json::Value>);
 
 impl Options {
     fn parse(text: &str, known: &[&str]) -> PyResult<Options> {
-        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| err(format!("options: {e}")))?;
+        let v: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| err(format!("options: {e}")))?;
         let serde_json::Value::Object(map) = v else {
             return Err(err("options: not an object"));
         };
         if let Some(k) = map.keys().find(|k| !known.contains(&k.as_str())) {
-            return Err(err(format!("unknown option '{k}' (known: {})", known.join(", "))));
+            return Err(err(format!(
+                "unknown option '{k}' (known: {})",
+                known.join(", ")
+            )));
         }
         Ok(Options(map))
     }
@@ -287,25 +307,38 @@ impl Options {
 
     fn str(&self, key: &str) -> PyResult<Option<String>> {
         self.get(key)
-            .map(|v| v.as_str().map(str::to_string).ok_or_else(|| err(format!("{key}: not a string"))))
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| err(format!("{key}: not a string")))
+            })
             .transpose()
     }
 
     fn int(&self, key: &str) -> PyResult<Option<i64>> {
         self.get(key)
-            .map(|v| v.as_i64().ok_or_else(|| err(format!("{key}: not an integer"))))
+            .map(|v| {
+                v.as_i64()
+                    .ok_or_else(|| err(format!("{key}: not an integer")))
+            })
             .transpose()
     }
 
     fn uint(&self, key: &str) -> PyResult<Option<u64>> {
         self.get(key)
-            .map(|v| v.as_u64().ok_or_else(|| err(format!("{key}: not a non-negative integer"))))
+            .map(|v| {
+                v.as_u64()
+                    .ok_or_else(|| err(format!("{key}: not a non-negative integer")))
+            })
             .transpose()
     }
 
     fn float(&self, key: &str) -> PyResult<Option<f64>> {
         self.get(key)
-            .map(|v| v.as_f64().ok_or_else(|| err(format!("{key}: not a number"))))
+            .map(|v| {
+                v.as_f64()
+                    .ok_or_else(|| err(format!("{key}: not a number")))
+            })
             .transpose()
     }
 
@@ -317,16 +350,35 @@ impl Options {
 }
 
 const TUNE_OPTIONS: &[&str] = &[
-    "target", "cache", "no_cache", "trials_per_task", "trials", "time_budget", "max_seeds",
-    "patience", "seeded_patience", "tolerance", "trials_per_round", "population", "max_tasks",
-    "cost_model", "cost_model_warm_start", "measure", "work_dir",
+    "target",
+    "cache",
+    "no_cache",
+    "trials_per_task",
+    "trials",
+    "time_budget",
+    "max_seeds",
+    "patience",
+    "seeded_patience",
+    "tolerance",
+    "trials_per_round",
+    "population",
+    "max_tasks",
+    "cost_model",
+    "cost_model_warm_start",
+    "measure",
+    "work_dir",
 ];
 
 /// `tgc tune`: the tuning driver on `module` with the CLI's options by their flag names
 /// (`trials_per_task`, `time_budget`, ...; JSON text). Returns the report (`tgc tune
 /// --report`) as JSON, the run's warnings, and the output check's failure, if any.
 #[pyfunction]
-fn tune_json(py: Python<'_>, module: &Module, model: &str, options: &str) -> PyResult<(String, Vec<String>, Option<String>)> {
+fn tune_json(
+    py: Python<'_>,
+    module: &Module,
+    model: &str,
+    options: &str,
+) -> PyResult<(String, Vec<String>, Option<String>)> {
     let o = Options::parse(options, TUNE_OPTIONS)?;
     let mut c = tgc_tune::TuneConfig::new(model);
     if let Some(t) = o.str("target")? {
@@ -341,14 +393,20 @@ fn tune_json(py: Python<'_>, module: &Module, model: &str, options: &str) -> PyR
     p.seeded_patience = o.int("seeded_patience")?.unwrap_or(p.seeded_patience);
     p.tolerance = o.float("tolerance")?.unwrap_or(p.tolerance);
     if p.trials < 1 {
-        return Err(err(format!("trials_per_task must be at least 1, got {}", p.trials)));
+        return Err(err(format!(
+            "trials_per_task must be at least 1, got {}",
+            p.trials
+        )));
     }
     c.trials_per_round = o.int("trials_per_round")?.unwrap_or(c.trials_per_round);
     c.population = o.int("population")?.unwrap_or(c.population);
     c.max_tasks = o.uint("max_tasks")?.map(|v| v as usize);
     c.run_trials = o.uint("trials")?;
     c.time_budget_s = o.float("time_budget")?;
-    c.cost_model = match (o.str("cost_model")?, o.bool("cost_model_warm_start")?.unwrap_or(true)) {
+    c.cost_model = match (
+        o.str("cost_model")?,
+        o.bool("cost_model_warm_start")?.unwrap_or(true),
+    ) {
         (_, false) => tgc_tune::CostModel::Cold,
         (Some(file), true) => tgc_tune::CostModel::File(file.into()),
         (None, true) => tgc_tune::CostModel::Shared,
@@ -362,15 +420,32 @@ fn tune_json(py: Python<'_>, module: &Module, model: &str, options: &str) -> PyR
         (r, w.0)
     });
     let report = result.map_err(err)?;
-    Ok((report.to_json().to_string(), warnings, report.check_outputs().err()))
+    Ok((
+        report.to_json().to_string(),
+        warnings,
+        report.check_outputs().err(),
+    ))
 }
 
-const BUILD_OPTIONS: &[&str] = &["target", "cache", "no_cache", "measure_candidates", "bench", "work_dir"];
+const BUILD_OPTIONS: &[&str] = &[
+    "target",
+    "cache",
+    "no_cache",
+    "measure_candidates",
+    "bench",
+    "work_dir",
+];
 
 /// `tgc build -o output`: the deployable library from the cache. Returns the build report
 /// (`tgc build --report`) as JSON, the run's warnings, and the output check's failure, if any.
 #[pyfunction]
-fn build_json(py: Python<'_>, module: &Module, model: &str, output: PathBuf, options: &str) -> PyResult<(String, Vec<String>, Option<String>)> {
+fn build_json(
+    py: Python<'_>,
+    module: &Module,
+    model: &str,
+    output: PathBuf,
+    options: &str,
+) -> PyResult<(String, Vec<String>, Option<String>)> {
     let o = Options::parse(options, BUILD_OPTIONS)?;
     let mut c = tgc_tune::BuildConfig::new(model, output);
     if let Some(t) = o.str("target")? {
@@ -378,7 +453,9 @@ fn build_json(py: Python<'_>, module: &Module, model: &str, output: PathBuf, opt
     }
     c.cache = o.str("cache")?.map(PathBuf::from);
     c.no_cache = o.bool("no_cache")?.unwrap_or(false);
-    c.measure_candidates = o.uint("measure_candidates")?.unwrap_or(c.measure_candidates);
+    c.measure_candidates = o
+        .uint("measure_candidates")?
+        .unwrap_or(c.measure_candidates);
     c.bench = o.bool("bench")?.unwrap_or(false);
     c.work_dir = o.str("work_dir")?.map(PathBuf::from);
     let module = module.inner.clone();
@@ -388,13 +465,22 @@ fn build_json(py: Python<'_>, module: &Module, model: &str, output: PathBuf, opt
         (r, w.0)
     });
     let report = result.map_err(err)?;
-    Ok((report.to_json().to_string(), warnings, report.check_outputs().err()))
+    Ok((
+        report.to_json().to_string(),
+        warnings,
+        report.check_outputs().err(),
+    ))
 }
 
 /// The TVM workload hash of each task of `module` lowered for `target` (what `tgc cache
 /// export --model` selects by), as `(task name, hash)`; starts the TVM worker.
 #[pyfunction]
-fn workload_hashes(py: Python<'_>, module: &Module, model: &str, target: &str) -> PyResult<Vec<(String, u64)>> {
+fn workload_hashes(
+    py: Python<'_>,
+    module: &Module,
+    model: &str,
+    target: &str,
+) -> PyResult<Vec<(String, u64)>> {
     let module = module.inner.clone();
     let target = target.to_string();
     py.detach(move || tgc_tune::workload_hashes(module, &target, None))
