@@ -165,8 +165,7 @@ class _Converter:
         self.names: set[str] = set()
         # Relax Var -> a tgc value name, a _Const, or a tuple of those.
         self.env: dict[Any, Any] = {}
-        # tgc value name -> (op, operands, attrs, type) of the binding that defined it, and
-        # how many bindings use it: for the clip peephole.
+        # tgc value name -> its type (for the signature's result types).
         self.types: dict[str, _Tensor] = {}
         self.binding = "?"
 
@@ -584,10 +583,6 @@ def _prim(self, e, what: str) -> float:
     if self._is_param_arg(e) and isinstance(getattr(e, "value", None), (int, float)):
         return float(e.value)
     raise self.fail(f"{what} is not a constant")
-
-
-def _first_tensor(self, args):
-    return [args[0]], {}
 
 
 # Relax ops whose non-tensor arguments are tgc attributes: op -> (converter, args) ->
