@@ -301,51 +301,40 @@ impl Options {
         Ok(Options(map))
     }
 
-    fn get(&self, key: &str) -> Option<&serde_json::Value> {
-        self.0.get(key).filter(|v| !v.is_null())
+    /// The option `key` read by `read` (`None` when absent or null); `what` names the kind
+    /// expected in the error for a value of another kind.
+    fn typed<T>(
+        &self,
+        key: &str,
+        what: &str,
+        read: impl Fn(&serde_json::Value) -> Option<T>,
+    ) -> PyResult<Option<T>> {
+        match self.0.get(key).filter(|v| !v.is_null()) {
+            None => Ok(None),
+            Some(v) => read(v)
+                .map(Some)
+                .ok_or_else(|| err(format!("{key}: not {what}"))),
+        }
     }
 
     fn str(&self, key: &str) -> PyResult<Option<String>> {
-        self.get(key)
-            .map(|v| {
-                v.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| err(format!("{key}: not a string")))
-            })
-            .transpose()
+        self.typed(key, "a string", |v| v.as_str().map(str::to_string))
     }
 
     fn int(&self, key: &str) -> PyResult<Option<i64>> {
-        self.get(key)
-            .map(|v| {
-                v.as_i64()
-                    .ok_or_else(|| err(format!("{key}: not an integer")))
-            })
-            .transpose()
+        self.typed(key, "an integer", serde_json::Value::as_i64)
     }
 
     fn uint(&self, key: &str) -> PyResult<Option<u64>> {
-        self.get(key)
-            .map(|v| {
-                v.as_u64()
-                    .ok_or_else(|| err(format!("{key}: not a non-negative integer")))
-            })
-            .transpose()
+        self.typed(key, "a non-negative integer", serde_json::Value::as_u64)
     }
 
     fn float(&self, key: &str) -> PyResult<Option<f64>> {
-        self.get(key)
-            .map(|v| {
-                v.as_f64()
-                    .ok_or_else(|| err(format!("{key}: not a number")))
-            })
-            .transpose()
+        self.typed(key, "a number", serde_json::Value::as_f64)
     }
 
     fn bool(&self, key: &str) -> PyResult<Option<bool>> {
-        self.get(key)
-            .map(|v| v.as_bool().ok_or_else(|| err(format!("{key}: not a bool"))))
-            .transpose()
+        self.typed(key, "a bool", serde_json::Value::as_bool)
     }
 }
 
