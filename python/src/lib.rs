@@ -281,6 +281,29 @@ impl tgc_tune::Observer for Warnings {
     }
 }
 
+/// Runs a tune or build without the GIL (it waits on the TVM worker for minutes), with its
+/// warnings collected.
+fn detached<R: Send>(
+    py: Python<'_>,
+    run: impl FnOnce(&mut Warnings) -> R + Send,
+) -> (R, Vec<String>) {
+    py.detach(move || {
+        let mut w = Warnings::default();
+        let r = run(&mut w);
+        (r, w.0)
+    })
+}
+
+/// What `tune_json` and `build_json` return: the report, the warnings, the output check's
+/// failure.
+fn outcome(
+    report: serde_json::Value,
+    warnings: Vec<String>,
+    check: Result<(), String>,
+) -> (String, Vec<String>, Option<String>) {
+    (report.to_string(), warnings, check.err())
+}
+
 /// Options of `tune`/`build` from Python keywords (a JSON object); a key not in `known` is
 /// an error, so a misspelt keyword does not pass unnoticed.
 struct Options(serde_json::Map<String, serde_json::Value>);
@@ -403,17 +426,9 @@ fn tune_json(
     c.measure = o.bool("measure")?.unwrap_or(true);
     c.work_dir = o.str("work_dir")?.map(PathBuf::from);
     let module = module.inner.clone();
-    let (result, warnings) = py.detach(move || {
-        let mut w = Warnings::default();
-        let r = tgc_tune::tune(module, &c, &mut w);
-        (r, w.0)
-    });
+    let (result, warnings) = detached(py, move |w| tgc_tune::tune(module, &c, w));
     let report = result.map_err(err)?;
-    Ok((
-        report.to_json().to_string(),
-        warnings,
-        report.check_outputs().err(),
-    ))
+    Ok(outcome(report.to_json(), warnings, report.check_outputs()))
 }
 
 const BUILD_OPTIONS: &[&str] = &[
@@ -448,17 +463,9 @@ fn build_json(
     c.bench = o.bool("bench")?.unwrap_or(false);
     c.work_dir = o.str("work_dir")?.map(PathBuf::from);
     let module = module.inner.clone();
-    let (result, warnings) = py.detach(move || {
-        let mut w = Warnings::default();
-        let r = tgc_tune::build(module, &c, &mut w);
-        (r, w.0)
-    });
+    let (result, warnings) = detached(py, move |w| tgc_tune::build(module, &c, w));
     let report = result.map_err(err)?;
-    Ok((
-        report.to_json().to_string(),
-        warnings,
-        report.check_outputs().err(),
-    ))
+    Ok(outcome(report.to_json(), warnings, report.check_outputs()))
 }
 
 /// The TVM workload hash of each task of `module` lowered for `target` (what `tgc cache
