@@ -156,7 +156,9 @@ class TestNnModels(unittest.TestCase):
     def test_small_cnn(self):
         mod, _ = SmallCNN().export_tvm(
             spec={"forward": {"x": nn.spec.Tensor((1, 3, 16, 16), "float32")}})
-        tasks = tgc.tasks(tgc.from_relax(mod, func="forward", name="cnn"))
+        # export_tvm names the function `forward`, the module's only Relax function
+        self.assertEqual(tgc.from_relax(mod).text(), tgc.from_relax(mod, func="forward").text())
+        tasks = tgc.tasks(mod, name="cnn")
         convs = [t for t in tasks["tasks"] if t["ops"][0] == "nn.conv2d"]
         # conv + bias + relu fuse; conv2 and conv3 are the same task
         self.assertEqual(len(convs), 2, tasks)
@@ -170,6 +172,9 @@ class TestNnModels(unittest.TestCase):
         mod, _ = TwoBlocks().export_tvm(
             spec={"forward": {"x": nn.spec.Tensor((1, 16, 32), "float32")}})
         tasks = tgc.tasks(tgc.from_relax(mod, func="forward", name="blocks"))
+        with self.assertRaises(tgc.TgcError) as cm:
+            tgc.from_relax(mod, func="backward")
+        self.assertIn("backward", str(cm.exception))
         ops = {op for t in tasks["tasks"] for op in t["ops"]}
         for op in ("nn.layer_norm", "matmul", "nn.softmax", "nn.gelu", "split", "permute_dims"):
             self.assertIn(op, ops)

@@ -263,6 +263,8 @@ class _Converter:
 
     def convert(self, name: str) -> str:
         relax = self.relax
+        if all(gv.name_hint != self.func_name for gv in self.mod.functions):
+            raise TgcError(f"from_relax: the module has no function @{self.func_name}")
         func = self.mod[self.func_name]
         if not isinstance(func, relax.Function):
             raise TgcError(f"from_relax: @{self.func_name} is not a Relax function")
@@ -596,18 +598,35 @@ _ARGUMENTS = {
 }
 
 
-def from_relax(mod, name: str = "relax", func: str = "main"):
-    """A Relax IRModule's function ``func`` (default ``main``) as a tgc IR module.
+def _entry(mod, func: str | None) -> str:
+    """The function to convert: `func`, else `main`, else the module's only Relax function
+    (``relax.frontend.nn``'s ``export_tvm`` names it after the method, e.g. ``forward``)."""
+    from tvm import relax
+
+    if func is not None:
+        return func
+    names = [gv.name_hint for gv, f in mod.functions.items() if isinstance(f, relax.Function)]
+    if "main" in names or len(names) != 1:
+        if "main" not in names:
+            raise TgcError(f"from_relax: the module has no @main; name one of its functions "
+                           f"with func= ({', '.join(sorted(names)) or 'none'})")
+        return "main"
+    return names[0]
+
+
+def from_relax(mod, name: str = "relax", func: str | None = None):
+    """A Relax IRModule's function ``func`` as a tgc IR module (default ``main``, else the
+    module's only Relax function).
 
     The module must not be legalized yet (Relax op calls, not TIR) and have static shapes,
     as ``relax.frontend.onnx.from_onnx`` and ``relax.frontend.nn``'s ``export_tvm`` give it.
     Returns a ``tgc.Module``; ``tgc.tasks(module)`` lists its tasks. An op tgc does not
     support raises ``tgc.TgcError`` naming the op and the binding.
     """
-    text = _Converter(mod, func).convert(name)
+    text = relax_text(mod, name, func)
     return _native.Module.parse(text, f"<relax {name}>")
 
 
-def relax_text(mod, name: str = "relax", func: str = "main") -> str:
+def relax_text(mod, name: str = "relax", func: str | None = None) -> str:
     """The text IR ``from_relax`` parses (for inspection and error reports)."""
-    return _Converter(mod, func).convert(name)
+    return _Converter(mod, _entry(mod, func)).convert(name)
