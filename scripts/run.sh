@@ -15,6 +15,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 TGC_PYTHON="${TGC_PYTHON:-$(bash tvm/python/bootstrap.sh | tail -n 1)}"
 export TGC_PYTHON
+# `import tgc` in that venv too (bootstrap.sh installs it; a given $TGC_PYTHON gets it here).
+bash python/install.sh "$TGC_PYTHON"
 cargo build --release --locked -q -p tgc-cli
 work="$(mktemp -d -t tgc-run-XXXXXX)"
 args=(models/keras-resnet50.onnx --target llvm --cache "$work/cache.sqlite"

@@ -3,7 +3,6 @@
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
-use serde_json::json;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use tgc_cache::msdb::{self, ExportOptions};
@@ -83,20 +82,7 @@ pub fn run(args: CacheArgs) -> Result<()> {
         CacheCommand::Stats { json } => {
             let s = Cache::open_existing(&path)?.stats()?;
             if json {
-                let doc = json!({
-                    "schema": "tgc.cache-stats/1",
-                    "path": s.path,
-                    "schema_version": s.schema_version,
-                    "best_k": s.best_k,
-                    "tasks": s.tasks,
-                    "imported_workloads": s.imported_workloads,
-                    "linked_workloads": s.linked_workloads,
-                    "traces": s.traces,
-                    "records": s.records,
-                    "file_bytes": s.file_bytes,
-                    "targets": s.targets.iter().map(|(kind, config, records)| json!({"kind": kind, "config": config, "records": records})).collect::<Vec<_>>(),
-                    "toolchains": s.toolchains.iter().map(|(t, records)| json!({"tvm": t.tvm, "tvm_ffi": t.tvm_ffi, "llvm": t.llvm, "records": records})).collect::<Vec<_>>(),
-                });
+                let doc = tgc_tune::docs::cache_stats(&s);
                 println!("{}", serde_json::to_string_pretty(&doc)?);
             } else {
                 println!(

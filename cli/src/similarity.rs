@@ -7,10 +7,10 @@ use crate::input::{load_model, write_output};
 use crate::plot;
 use anyhow::{anyhow, Result};
 use clap::{Args, ValueEnum};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use tgc_canonicalize::similarity::{ModelTasks, NeighbourDistances, Quantiles, Study};
+use tgc_canonicalize::similarity::{ModelTasks, Study};
 use tgc_canonicalize::{extract_tasks, Level};
 use tgc_passes::{Instrumentation, PassManager};
 
@@ -125,61 +125,19 @@ fn to_markdown(study: &Study) -> String {
     )
 }
 
-fn quantiles_json(q: Option<Quantiles>) -> Value {
-    match q {
-        Some(q) => json!({
-            "min": q.min, "p25": q.p25, "median": q.median,
-            "p75": q.p75, "p90": q.p90, "max": q.max,
-        }),
-        None => Value::Null,
-    }
-}
-
-fn neighbours_json(n: &NeighbourDistances) -> Value {
-    json!({
-        "scope": n.scope,
-        "tasks": n.tasks,
-        "structural_groups": n.groups,
-        "with_neighbour": n.distances.len(),
-        "quantiles": quantiles_json(n.quantiles()),
-    })
-}
-
 fn to_json(study: &Study, sources: &[String]) -> Value {
-    let census: Vec<Value> = study
-        .models
+    let sources: Vec<(String, String)> = sources
         .iter()
-        .zip(&study.census)
-        .map(|(name, census)| {
-            let mut entry = json!({ "model": name, "occurrences": census[0].occurrences });
-            for c in census {
-                entry[c.level.name()] =
-                    json!({ "distinct": c.distinct, "repetition": c.repetition() });
-            }
-            entry
-        })
-        .collect();
-    json!({
-        "schema": "tgc.similarity/1",
-        "level": study.level.name(),
-        "models": study.models.iter().zip(sources).map(|(name, source)| {
+        .map(|source| {
             let from = if tgc_zoo::lookup(source).is_some() && !Path::new(source).exists() {
                 "zoo"
             } else {
                 "file"
             };
-            json!({ "name": name, "source": source, "from": from })
-        }).collect::<Vec<_>>(),
-        "census": census,
-        "coverage": {
-            "level": study.coverage.level.name(),
-            "models": study.coverage.models,
-            "matrix": study.coverage.matrix,
-            "by_others": study.coverage.by_others,
-        },
-        "neighbours": study.neighbours.iter().chain([&study.pooled])
-            .map(neighbours_json).collect::<Vec<_>>(),
-    })
+            (source.clone(), from.to_string())
+        })
+        .collect();
+    tgc_tune::docs::similarity(study, &sources)
 }
 
 /// A CSV field: quoted when it holds a comma, quote or line break.

@@ -3,9 +3,8 @@
 use crate::input::{load_model, parse_shape_arg, write_output};
 use anyhow::{anyhow, Result};
 use clap::Args;
-use serde_json::json;
 use std::path::PathBuf;
-use tgc_canonicalize::{extract_tasks, Task};
+use tgc_canonicalize::extract_tasks;
 use tgc_ir::TensorType;
 use tgc_passes::{Instrumentation, PassManager};
 
@@ -25,25 +24,6 @@ pub struct TasksArgs {
     /// Write the output here instead of stdout.
     #[arg(short = 'o', long)]
     output: Option<PathBuf>,
-}
-
-fn type_json(t: &TensorType) -> serde_json::Value {
-    json!({ "shape": t.shape.as_slice(), "dtype": t.dtype.tvm_name() })
-}
-
-fn task_json(t: &Task) -> serde_json::Value {
-    json!({
-        "name": t.name,
-        "ops": t.ops,
-        "exact_key": t.keys.exact.to_string(),
-        "structural_key": t.keys.structural.to_string(),
-        "family_key": t.keys.family.to_string(),
-        "occurrences": t.occurrences,
-        "flops": t.features.flops,
-        "bytes": t.features.bytes,
-        "params": t.param_types.iter().map(type_json).collect::<Vec<_>>(),
-        "results": t.result_types.iter().map(type_json).collect::<Vec<_>>(),
-    })
 }
 
 fn short_type(t: &TensorType) -> String {
@@ -67,13 +47,7 @@ pub fn run(args: TasksArgs) -> Result<()> {
     let tasks = extract_tasks(&module);
     let occurrences: usize = tasks.iter().map(|t| t.occurrences).sum();
     let text = if args.json {
-        let doc = json!({
-            "schema": "tgc.tasks/1",
-            "model": args.model,
-            "num_tasks": tasks.len(),
-            "num_occurrences": occurrences,
-            "tasks": tasks.iter().map(task_json).collect::<Vec<_>>(),
-        });
+        let doc = tgc_tune::docs::tasks(&args.model, &tasks);
         format!("{}\n", serde_json::to_string_pretty(&doc)?)
     } else {
         let mut out = format!(

@@ -37,6 +37,7 @@
 mod budget;
 mod build;
 mod config;
+pub mod docs;
 mod driver;
 mod observer;
 mod report;

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Create, once, the pinned TVM virtual environment that tgc's Python side uses
-# (the tgc_tvm_ref reference tool and the tuning worker).
+# (the tgc_tvm_ref reference tool, the tuning worker, and the `tgc` Python package, which
+# python/install.sh builds from this clone and installs into it, again only when its
+# sources changed).
 #
 #   tvm/python/bootstrap.sh            -> prints the venv's python as the last stdout line
 #   TGC_VENV=/some/dir tvm/python/bootstrap.sh
@@ -29,7 +31,17 @@ die() { echo "bootstrap.sh: $*" >&2; exit 1; }
 
 stamp_ok() { [[ -x "$PY" && -f "$STAMP" && "$(cat "$STAMP" 2>/dev/null)" == "$WANT" ]]; }
 
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# `import tgc` works wherever the venv is used: build it from this clone when it changed.
+# Not under cargo (a test or `cargo run` finding the worker's python: cargo inside cargo would
+# wait on the build directory lock), nor with TGC_NO_PACKAGE=1.
+install_package() {
+  if [[ -n "${CARGO:-}" || "${TGC_NO_PACKAGE:-}" == 1 ]]; then return 0; fi
+  bash "$ROOT/python/install.sh" "$PY" || die "building the tgc Python package failed"
+}
+
 if stamp_ok; then
+  install_package
   echo "$PY"
   exit 0
 fi
@@ -39,7 +51,7 @@ mkdir -p "$(dirname "$VENV")" || die "cannot create $(dirname "$VENV")"
 if command -v flock >/dev/null 2>&1; then
   exec 9>"$VENV.lock"
   flock 9
-  if stamp_ok; then echo "$PY"; exit 0; fi
+  if stamp_ok; then install_package; echo "$PY"; exit 0; fi
 fi
 
 LOG="$(dirname "$VENV")/$(basename "$VENV").bootstrap.log"
@@ -66,4 +78,5 @@ if tvm.__version__ != want_tvm or tvm_ffi.__version__ != want_ffi:
 PYEOF
 
 printf '%s\n' "$WANT" >"$STAMP.tmp" && mv "$STAMP.tmp" "$STAMP" || die "cannot write $STAMP"
+install_package
 echo "$PY"

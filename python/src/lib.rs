@@ -1,0 +1,498 @@
+//! `tgc._native`: the tgc library in process, for the `tgc` Python package.
+//!
+//! A thin front end, like the CLI: it loads models, runs the same passes, and hands results
+//! to Python as the JSON documents the CLI prints (`tgc.tasks/1`, `tgc.similarity/1`,
+//! `tgc.cache-stats/1`, the tune and build reports), which the Python layer turns into dicts.
+//! Every error is a `tgc.TgcError` whose message is the line the CLI prints after `error: `.
+//! Tuning and building release the GIL: they wait on the TVM worker for minutes.
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use std::path::{Path, PathBuf};
+use tgc_cache::{Cache as Store, Query, Target, Toolchain};
+use tgc_canonicalize::{extract_tasks, Level, Task};
+use tgc_passes::{Instrumentation, PassManager};
+use tgc_tune::docs;
+
+create_exception!(
+    _native,
+    TgcError,
+    PyException,
+    "A tgc error: one line naming the input and the problem, as the CLI prints it."
+);
+
+fn err(msg: impl std::fmt::Display) -> PyErr {
+    TgcError::new_err(msg.to_string().replace('\n', " "))
+}
+
+/// A tgc IR module (the graph IR every pass works on), immutable from Python.
+#[pyclass(module = "tgc._native", name = "Module", frozen)]
+struct Module {
+    inner: tgc_ir::Module,
+}
+
+#[pymethods]
+impl Module {
+    /// Parses text IR (`file` names it in messages) and verifies it: every binding's type
+    /// must be what the op registry infers.
+    #[staticmethod]
+    #[pyo3(signature = (text, file = "<text>"))]
+    fn parse(text: &str, file: &str) -> PyResult<Module> {
+        let inner = tgc_ir::text::parse_module(text, file).map_err(err)?;
+        tgc_ir::verify_module(&inner).map_err(|e| err(format!("{file}: {e}")))?;
+        Ok(Module { inner })
+    }
+
+    /// Loads a model as `tgc tasks` does: ONNX when the path ends in `.onnx`, text IR when it
+    /// is a file, else the zoo model of that name. `shapes`: static shapes of ONNX inputs.
+    #[staticmethod]
+    #[pyo3(signature = (path, shapes = Vec::new()))]
+    fn load(path: &str, shapes: Vec<(String, Vec<i64>)>) -> PyResult<Module> {
+        load_model(path, &shapes).map(|inner| Module { inner })
+    }
+
+    /// The module's canonical text (what `tgc import` prints).
+    fn text(&self) -> String {
+        tgc_ir::text::print_module(&self.inner)
+    }
+
+    fn __str__(&self) -> String {
+        self.text()
+    }
+
+    /// The module's name (`@name`).
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.name.clone()
+    }
+}
+
+/// The CLI's model loading rule (`tgc tasks MODEL`), with the same messages.
+fn load_model(path: &str, shapes: &[(String, Vec<i64>)]) -> PyResult<tgc_ir::Module> {
+    if path.ends_with(".onnx") {
+        return tgc_ir::onnx::import_file(Path::new(path), shapes).map_err(err);
+    }
+    if !Path::new(path).exists() {
+        if let Some(model) = tgc_zoo::lookup(path) {
+            if !shapes.is_empty() {
+                return Err(err(format!(
+                    "{path}: shapes apply to ONNX models only (zoo models have fixed shapes)"
+                )));
+            }
+            return model
+                .build()
+                .map_err(|e| err(format!("zoo model {path}: {e}")));
+        }
+        return Err(err(format!(
+            "{path}: no such file, and no zoo model of that name (see 'tgc zoo --list')"
+        )));
+    }
+    if !shapes.is_empty() {
+        return Err(err(format!("{path}: shapes apply to ONNX models only")));
+    }
+    let bytes = std::fs::read(path).map_err(|e| err(format!("{path}: cannot read: {e}")))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        err(format!(
+            "{path}: not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
+    tgc_ir::text::parse_module(&text, path).map_err(err)
+}
+
+/// Partitions a copy of `module` as `tgc tasks` does and extracts its distinct tasks.
+fn partitioned_tasks(
+    module: &tgc_ir::Module,
+    label: &str,
+    max_depth: usize,
+) -> PyResult<Vec<Task>> {
+    let mut module = module.clone();
+    let mut pm = PassManager::new(Instrumentation::default());
+    tgc_pipelines::build_pipeline(&format!("partition{{max-depth={max_depth}}}"), &mut pm)
+        .map_err(|e| err(format!("max_depth: {e}")))?;
+    pm.run(&mut module, &mut std::io::sink())
+        .map_err(|e| err(format!("{label}: {e}")))?;
+    Ok(extract_tasks(&module))
+}
+
+/// The op registry as JSON (the worker's `op_schema.json`): names, operand counts and
+/// attribute schemas, which the Relax frontend maps Relax calls onto.
+#[pyfunction]
+fn op_schema() -> String {
+    tgc_tvm::op_schema()
+}
+
+/// `tgc tasks --json` of a module: schema `tgc.tasks/1`; `model` is the document's `model`.
+#[pyfunction]
+#[pyo3(signature = (module, model, max_depth = 256))]
+fn tasks_json(module: &Module, model: &str, max_depth: usize) -> PyResult<String> {
+    let tasks = partitioned_tasks(&module.inner, model, max_depth)?;
+    Ok(docs::tasks(model, &tasks).to_string())
+}
+
+/// `tgc similarity --json` (schema `tgc.similarity/1`) of `(name, source, from, module)`
+/// entries at `level` (exact, structural or family).
+#[pyfunction]
+fn similarity_json(
+    models: Vec<(String, String, String, PyRef<'_, Module>)>,
+    level: &str,
+) -> PyResult<String> {
+    let level: Level = level.parse().map_err(|e| err(format!("level: {e}")))?;
+    let mut studied = Vec::new();
+    let mut sources = Vec::new();
+    for (name, source, from, module) in &models {
+        let tasks = partitioned_tasks(&module.inner, source, 256)?;
+        studied.push(tgc_canonicalize::similarity::ModelTasks::new(
+            name.clone(),
+            tasks,
+        ));
+        sources.push((source.clone(), from.clone()));
+    }
+    let study = tgc_canonicalize::similarity::Study::new(&studied, level);
+    Ok(docs::similarity(&study, &sources).to_string())
+}
+
+/// The task cache (one SQLite file), opened for the life of the object.
+#[pyclass(module = "tgc._native", name = "Cache", unsendable)]
+struct Cache {
+    inner: Store,
+}
+
+fn cache_path(path: Option<PathBuf>) -> PyResult<PathBuf> {
+    match path {
+        Some(p) => Ok(p),
+        None => Store::default_path().map_err(err),
+    }
+}
+
+fn toolchain(text: Option<&str>) -> PyResult<Toolchain> {
+    match text {
+        Some(t) => Toolchain::parse(t).map_err(err),
+        None => Ok(Toolchain::pinned()),
+    }
+}
+
+fn target(text: &str) -> PyResult<Target> {
+    let v = tgc_passes::target::resolve_target(text).map_err(err)?;
+    Target::from_json(&v).map_err(err)
+}
+
+#[pymethods]
+impl Cache {
+    /// Opens the cache at `path` (default: `$TGC_CACHE`, else the user cache dir); with
+    /// `create`, a missing file becomes an empty cache, else it is an error.
+    #[new]
+    #[pyo3(signature = (path = None, create = true))]
+    fn new(path: Option<PathBuf>, create: bool) -> PyResult<Cache> {
+        let path = cache_path(path)?;
+        let inner = if create {
+            Store::open(&path)
+        } else {
+            Store::open_existing(&path)
+        }
+        .map_err(err)?;
+        Ok(Cache { inner })
+    }
+
+    /// The file's path.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.inner.path().to_path_buf()
+    }
+
+    /// `tgc cache stats --json` (schema `tgc.cache-stats/1`).
+    fn stats_json(&self) -> PyResult<String> {
+        let s = self.inner.stats().map_err(err)?;
+        Ok(docs::cache_stats(&s).to_string())
+    }
+
+    /// The ranked candidates for each distinct task of `module` on `target` (as `tgc tune`
+    /// spells it: `llvm`, `llvm-generic`, `cuda` or a JSON config), at most `limit` each,
+    /// as JSON: `{"tasks": [{"name", "exact_key", "candidates": [...]}]}`. `task`: only the
+    /// task of that name or exact key.
+    #[pyo3(signature = (module, model, target = "llvm", task = None, limit = 8, toolchain = None))]
+    fn lookup_json(
+        &self,
+        module: &Module,
+        model: &str,
+        target: &str,
+        task: Option<&str>,
+        limit: usize,
+        toolchain: Option<&str>,
+    ) -> PyResult<String> {
+        let tasks = partitioned_tasks(&module.inner, model, 256)?;
+        let target = self::target(target)?;
+        let toolchain = self::toolchain(toolchain)?;
+        let mut out = Vec::new();
+        for t in &tasks {
+            let exact = t.keys.exact.to_string();
+            if task.is_some_and(|want| want != t.name && want != exact) {
+                continue;
+            }
+            let q = Query::new(&t.keys, &t.features, &target, &toolchain, limit);
+            let found = self.inner.lookup(&q).map_err(err)?;
+            out.push(docs::lookup(t, &found));
+        }
+        if let (Some(want), true) = (task, out.is_empty()) {
+            return Err(err(format!("{model}: no task named or keyed '{want}'")));
+        }
+        Ok(
+            serde_json::json!({ "schema": "tgc.cache-lookup/1", "model": model, "tasks": out })
+                .to_string(),
+        )
+    }
+
+    /// `tgc cache import DIR`: a MetaSchedule JSON database into the cache; the summary line.
+    #[pyo3(signature = (dir, toolchain = None))]
+    fn import_msdb(&mut self, dir: PathBuf, toolchain: Option<&str>) -> PyResult<String> {
+        let toolchain = self::toolchain(toolchain)?;
+        let s = tgc_cache::msdb::import(&mut self.inner, &dir, &toolchain).map_err(err)?;
+        Ok(s.to_string())
+    }
+
+    /// `tgc cache export DIR`: the records of one toolchain (and target, and the TVM
+    /// workloads listed, when given) as a MetaSchedule JSON database; the summary line.
+    #[pyo3(signature = (dir, toolchain = None, target = None, workloads = None))]
+    fn export_msdb(
+        &self,
+        dir: PathBuf,
+        toolchain: Option<&str>,
+        target: Option<&str>,
+        workloads: Option<Vec<u64>>,
+    ) -> PyResult<String> {
+        let opts = tgc_cache::msdb::ExportOptions {
+            toolchain: self::toolchain(toolchain)?,
+            target: target.map(Target::parse).transpose().map_err(err)?,
+            workloads: workloads.map(|w| w.into_iter().collect()),
+        };
+        let s = tgc_cache::msdb::export(&self.inner, &dir, &opts).map_err(err)?;
+        Ok(s.to_string())
+    }
+}
+
+/// Collects the run's warnings for Python (`warnings.warn`), in order.
+#[derive(Default)]
+struct Warnings(Vec<String>);
+
+impl tgc_tune::Observer for Warnings {
+    fn warning(&mut self, message: &str) {
+        self.0.push(message.to_string());
+    }
+}
+
+/// Runs a tune or build without the GIL (it waits on the TVM worker for minutes), with its
+/// warnings collected.
+fn detached<R: Send>(
+    py: Python<'_>,
+    run: impl FnOnce(&mut Warnings) -> R + Send,
+) -> (R, Vec<String>) {
+    py.detach(move || {
+        let mut w = Warnings::default();
+        let r = run(&mut w);
+        (r, w.0)
+    })
+}
+
+/// What `tune_json` and `build_json` return: the report, the warnings, the output check's
+/// failure.
+fn outcome(
+    report: serde_json::Value,
+    warnings: Vec<String>,
+    check: Result<(), String>,
+) -> (String, Vec<String>, Option<String>) {
+    (report.to_string(), warnings, check.err())
+}
+
+/// Options of `tune`/`build` from Python keywords (a JSON object); a key not in `known` is
+/// an error, so a misspelt keyword does not pass unnoticed.
+struct Options(serde_json::Map<String, serde_json::Value>);
+
+impl Options {
+    fn parse(text: &str, known: &[&str]) -> PyResult<Options> {
+        let v: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| err(format!("options: {e}")))?;
+        let serde_json::Value::Object(map) = v else {
+            return Err(err("options: not an object"));
+        };
+        if let Some(k) = map.keys().find(|k| !known.contains(&k.as_str())) {
+            return Err(err(format!(
+                "unknown option '{k}' (known: {})",
+                known.join(", ")
+            )));
+        }
+        Ok(Options(map))
+    }
+
+    /// The option `key` read by `read` (`None` when absent or null); `what` names the kind
+    /// expected in the error for a value of another kind.
+    fn typed<T>(
+        &self,
+        key: &str,
+        what: &str,
+        read: impl Fn(&serde_json::Value) -> Option<T>,
+    ) -> PyResult<Option<T>> {
+        match self.0.get(key).filter(|v| !v.is_null()) {
+            None => Ok(None),
+            Some(v) => read(v)
+                .map(Some)
+                .ok_or_else(|| err(format!("{key}: not {what}"))),
+        }
+    }
+
+    fn str(&self, key: &str) -> PyResult<Option<String>> {
+        self.typed(key, "a string", |v| v.as_str().map(str::to_string))
+    }
+
+    fn int(&self, key: &str) -> PyResult<Option<i64>> {
+        self.typed(key, "an integer", serde_json::Value::as_i64)
+    }
+
+    fn uint(&self, key: &str) -> PyResult<Option<u64>> {
+        self.typed(key, "a non-negative integer", serde_json::Value::as_u64)
+    }
+
+    fn float(&self, key: &str) -> PyResult<Option<f64>> {
+        self.typed(key, "a number", serde_json::Value::as_f64)
+    }
+
+    fn bool(&self, key: &str) -> PyResult<Option<bool>> {
+        self.typed(key, "a bool", serde_json::Value::as_bool)
+    }
+}
+
+const TUNE_OPTIONS: &[&str] = &[
+    "target",
+    "cache",
+    "no_cache",
+    "trials_per_task",
+    "trials",
+    "time_budget",
+    "max_seeds",
+    "patience",
+    "seeded_patience",
+    "tolerance",
+    "trials_per_round",
+    "population",
+    "max_tasks",
+    "cost_model",
+    "cost_model_warm_start",
+    "measure",
+    "work_dir",
+];
+
+/// `tgc tune`: the tuning driver on `module` with the CLI's options by their flag names
+/// (`trials_per_task`, `time_budget`, ...; JSON text). Returns the report (`tgc tune
+/// --report`) as JSON, the run's warnings, and the output check's failure, if any.
+#[pyfunction]
+fn tune_json(
+    py: Python<'_>,
+    module: &Module,
+    model: &str,
+    options: &str,
+) -> PyResult<(String, Vec<String>, Option<String>)> {
+    let o = Options::parse(options, TUNE_OPTIONS)?;
+    let mut c = tgc_tune::TuneConfig::new(model);
+    if let Some(t) = o.str("target")? {
+        c.target = t;
+    }
+    c.cache = o.str("cache")?.map(PathBuf::from);
+    c.no_cache = o.bool("no_cache")?.unwrap_or(false);
+    let p = &mut c.policy;
+    p.trials = o.int("trials_per_task")?.unwrap_or(p.trials);
+    p.max_seeds = o.uint("max_seeds")?.map_or(p.max_seeds, |v| v as usize);
+    p.patience = o.int("patience")?.unwrap_or(p.patience);
+    p.seeded_patience = o.int("seeded_patience")?.unwrap_or(p.seeded_patience);
+    p.tolerance = o.float("tolerance")?.unwrap_or(p.tolerance);
+    if p.trials < 1 {
+        return Err(err(format!(
+            "trials_per_task must be at least 1, got {}",
+            p.trials
+        )));
+    }
+    c.trials_per_round = o.int("trials_per_round")?.unwrap_or(c.trials_per_round);
+    c.population = o.int("population")?.unwrap_or(c.population);
+    c.max_tasks = o.uint("max_tasks")?.map(|v| v as usize);
+    c.run_trials = o.uint("trials")?;
+    c.time_budget_s = o.float("time_budget")?;
+    c.cost_model = match (
+        o.str("cost_model")?,
+        o.bool("cost_model_warm_start")?.unwrap_or(true),
+    ) {
+        (_, false) => tgc_tune::CostModel::Cold,
+        (Some(file), true) => tgc_tune::CostModel::File(file.into()),
+        (None, true) => tgc_tune::CostModel::Shared,
+    };
+    c.measure = o.bool("measure")?.unwrap_or(true);
+    c.work_dir = o.str("work_dir")?.map(PathBuf::from);
+    let module = module.inner.clone();
+    let (result, warnings) = detached(py, move |w| tgc_tune::tune(module, &c, w));
+    let report = result.map_err(err)?;
+    Ok(outcome(report.to_json(), warnings, report.check_outputs()))
+}
+
+const BUILD_OPTIONS: &[&str] = &[
+    "target",
+    "cache",
+    "no_cache",
+    "measure_candidates",
+    "bench",
+    "work_dir",
+];
+
+/// `tgc build -o output`: the deployable library from the cache. Returns the build report
+/// (`tgc build --report`) as JSON, the run's warnings, and the output check's failure, if any.
+#[pyfunction]
+fn build_json(
+    py: Python<'_>,
+    module: &Module,
+    model: &str,
+    output: PathBuf,
+    options: &str,
+) -> PyResult<(String, Vec<String>, Option<String>)> {
+    let o = Options::parse(options, BUILD_OPTIONS)?;
+    let mut c = tgc_tune::BuildConfig::new(model, output);
+    if let Some(t) = o.str("target")? {
+        c.target = t;
+    }
+    c.cache = o.str("cache")?.map(PathBuf::from);
+    c.no_cache = o.bool("no_cache")?.unwrap_or(false);
+    c.measure_candidates = o
+        .uint("measure_candidates")?
+        .unwrap_or(c.measure_candidates);
+    c.bench = o.bool("bench")?.unwrap_or(false);
+    c.work_dir = o.str("work_dir")?.map(PathBuf::from);
+    let module = module.inner.clone();
+    let (result, warnings) = detached(py, move |w| tgc_tune::build(module, &c, w));
+    let report = result.map_err(err)?;
+    Ok(outcome(report.to_json(), warnings, report.check_outputs()))
+}
+
+/// The TVM workload hash of each task of `module` lowered for `target` (what `tgc cache
+/// export --model` selects by), as `(task name, hash)`; starts the TVM worker.
+#[pyfunction]
+fn workload_hashes(
+    py: Python<'_>,
+    module: &Module,
+    model: &str,
+    target: &str,
+) -> PyResult<Vec<(String, u64)>> {
+    let module = module.inner.clone();
+    let target = target.to_string();
+    py.detach(move || tgc_tune::workload_hashes(module, &target, None))
+        .map_err(|e| err(format!("{model}: {e}")))
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("TgcError", m.py().get_type::<TgcError>())?;
+    m.add_class::<Module>()?;
+    m.add_class::<Cache>()?;
+    m.add_function(wrap_pyfunction!(op_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(tasks_json, m)?)?;
+    m.add_function(wrap_pyfunction!(similarity_json, m)?)?;
+    m.add_function(wrap_pyfunction!(tune_json, m)?)?;
+    m.add_function(wrap_pyfunction!(build_json, m)?)?;
+    m.add_function(wrap_pyfunction!(workload_hashes, m)?)?;
+    Ok(())
+}

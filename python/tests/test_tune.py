@@ -1,0 +1,101 @@
+"""tgc.tune and tgc.build on a Relax model, against real TVM: tune writes the cache, the
+cache finds the tasks, build applies the cached schedules and matches an untuned build."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import unittest
+from pathlib import Path
+
+import numpy as np
+import tvm
+from tvm import relax
+from tvm.script import relax as R
+
+import tgc
+
+
+def small_model():
+    """conv+relu, then conv+add+relu: two tasks; the weights are inputs."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 8, 16, 16), "float32"))
+    w1 = relax.Var("w1", relax.TensorType((8, 8, 3, 3), "float32"))
+    w2 = relax.Var("w2", relax.TensorType((8, 8, 3, 3), "float32"))
+    with bb.function("main", [x, w1, w2]):
+        with bb.dataflow():
+            y = bb.emit(R.nn.relu(R.nn.conv2d(x, w1, padding=[1, 1, 1, 1])))
+            y = bb.emit(R.nn.conv2d(y, w2, padding=[1, 1, 1, 1]))
+            out = bb.emit_output(R.nn.relu(R.add(y, x)))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+class TestTuneAndBuild(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.dir = Path(cls.tmp.name)
+        cls.cache = cls.dir / "cache.sqlite"
+        cls.mod = small_model()
+        cls.report = tgc.tune(cls.mod, name="small", cache=cls.cache, trials_per_task=3,
+                              trials_per_round=3, population=32, tolerance=3.0,
+                              measure=False, work_dir=cls.dir / "tune")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_tune_report(self):
+        r = self.report
+        self.assertEqual(r["schema"], "tgc.tune/1")
+        self.assertEqual(r["model"], "small")
+        self.assertEqual(len(r["tasks"]), 2)
+        for t in r["tasks"]:
+            self.assertGreaterEqual(t["trials"], 1)
+            self.assertGreater(t["records_written"], 0)
+            self.assertGreater(t["best_latency_s"], 0)
+
+    def test_the_cache_finds_every_task_exactly(self):
+        found = tgc.Cache(self.cache).lookup(self.mod)
+        keys = {t["exact_key"] for t in tgc.tasks(self.mod)["tasks"]}
+        self.assertEqual({t["exact_key"] for t in found["tasks"]}, keys)
+        for t in found["tasks"]:
+            self.assertTrue(t["candidates"], t)
+            best = t["candidates"][0]
+            self.assertEqual(best["tier"], "exact")
+            self.assertEqual(best["source"]["exact_key"], t["exact_key"])
+            self.assertEqual(best["source"]["model"], "small")
+        stats = tgc.Cache(self.cache, create=False).stats()
+        self.assertGreaterEqual(stats["tasks"], 2)
+
+    def test_build_applies_the_cached_schedules_and_matches_an_untuned_build(self):
+        # One build (they cost a whole-model compile each): the executable form; the
+        # library it loaded is the report's artifact, with the sidecar beside it.
+        ex, report = tgc.build(self.mod, name="small", cache=self.cache, check=True,
+                               work_dir=self.dir / "build")
+        self.assertEqual(report["schema"], "tgc.build/1")
+        self.assertEqual(report["totals"]["tasks"], 2)
+        self.assertEqual({t["tier"] for t in report["tasks"]}, {"exact"})
+        sidecar = json.loads(Path(report["sidecar"]).read_text())
+        self.assertEqual([i["shape"] for i in sidecar["inputs"]],
+                         [[1, 8, 16, 16], [8, 8, 3, 3], [8, 8, 3, 3]])
+        self.assertTrue(Path(report["artifact"]).exists())
+        rng = np.random.default_rng(0)
+        args = [rng.standard_normal(i["shape"]).astype("float32") for i in sidecar["inputs"]]
+        dev = tvm.cpu()
+        got = relax.VirtualMachine(ex, dev)["main"](*[tvm.runtime.tensor(a, dev) for a in args]).numpy()
+        untuned = tvm.compile(self.mod, target="llvm")
+        want = relax.VirtualMachine(untuned, dev)["main"](*[tvm.runtime.tensor(a, dev) for a in args]).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+    def test_unknown_option_is_an_error(self):
+        with self.assertRaises(TypeError):
+            tgc.tune(self.mod, trials_per_tsak=3)
+        with self.assertRaises(tgc.TgcError) as cm:
+            tgc.tune(self.mod, cache=self.cache, trials_per_task=0)
+        self.assertIn("trials_per_task must be at least 1", str(cm.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
