@@ -35,8 +35,8 @@ use tgc_ir::Module;
 use tgc_passes::seed_schedules::{seed_plan, SEED_PLAN_ATTR};
 use tgc_passes::seeding::{SeedPlan, SeedPolicy, Tier};
 use tgc_tvm::{
-    module_json, Applied, BenchRequest, BenchResult, BuildRecord, BuildResult, CostModelKind,
-    ModelInput, ReplayRequest, Seed, TuneRequest,
+    module_json, Applied, BenchRequest, BenchResult, BuildRecord, BuildResult, Built,
+    CostModelKind, ModelInput, ReplayRequest, Seed, TuneRequest,
 };
 
 /// The configuration of one build.
@@ -54,6 +54,10 @@ pub struct BuildConfig {
     pub max_candidates: usize,
     /// Where the library goes; its sidecar is this path with `.json` appended.
     pub output: PathBuf,
+    /// Also build the model untuned and compare the outputs of both on random inputs (and
+    /// time the built one): `end_to_end` of the report. Without it the model is built once
+    /// and exported, nothing else.
+    pub check: bool,
     /// Time the built library (and an untuned build) with [`BENCH_REPEATS`] runs.
     pub bench: bool,
     /// Where the worker log and MetaSchedule's logs go; `None`: a temp dir.
@@ -74,6 +78,7 @@ impl BuildConfig {
             measure_candidates: Self::DEFAULT_MEASURE_CANDIDATES,
             max_candidates: SeedPolicy::DEFAULT.max_seeds,
             output: output.into(),
+            check: false,
             bench: false,
             work_dir: None,
             model_name: model_name.into(),
@@ -181,7 +186,11 @@ pub struct BuildReport {
     pub build_wall_s: f64,
     /// Seconds of the per-task work (lowering, replay, measuring candidates).
     pub tasks_wall_s: f64,
-    pub end_to_end: BuildResult,
+    /// How the records went into the model.
+    pub built: Built,
+    /// With `check`: the output comparison with an untuned build, and the built model's
+    /// latency (20 runs).
+    pub end_to_end: Option<BuildResult>,
     pub bench: Option<BenchResult>,
 }
 
@@ -206,17 +215,14 @@ impl BuildReport {
     /// `Err` with the worker's account when the built model's outputs differ from an
     /// untuned build's.
     pub fn check_outputs(&self) -> Result<(), String> {
-        if self.end_to_end.outputs_match {
-            return Ok(());
+        match &self.end_to_end {
+            Some(m) if !m.outputs_match => Err(format!(
+                "{}: the built model's outputs differ from an untuned build's ({})",
+                self.model,
+                m.mismatch.as_deref().unwrap_or("no mismatch given")
+            )),
+            _ => Ok(()),
         }
-        Err(format!(
-            "{}: the built model's outputs differ from an untuned build's ({})",
-            self.model,
-            self.end_to_end
-                .mismatch
-                .as_deref()
-                .unwrap_or("no mismatch given")
-        ))
     }
 
     pub fn to_json(&self) -> Value {
@@ -412,20 +418,20 @@ pub fn build(
         .collect();
     // The worker runs in this directory too, but says where it wrote in absolute terms.
     let output = std::path::absolute(&config.output).unwrap_or(config.output.clone());
-    let end_to_end = run.build_model(&module, &records, Some(output))?;
+    let (built, end_to_end) = if config.check {
+        let m = run.build_model(&module, &records, Some(output))?;
+        (m.built(), Some(m))
+    } else {
+        (run.export_model(&module, &records, output)?, None)
+    };
 
     let mut reports = Vec::with_capacity(tasks.len());
     for (task, p) in tasks.iter().zip(planned) {
-        reports.push(p.finish(task, &end_to_end));
+        reports.push(p.finish(task, &built));
     }
     let sidecar = sidecar_path(&config.output);
-    let side = sidecar_json(
-        &module,
-        &config.output,
-        &run.target_json,
-        &end_to_end.inputs,
-    )
-    .map_err(|e| TuneError::Config(format!("{}: {e}", config.model_name)))?;
+    let side = sidecar_json(&module, &config.output, &run.target_json, &built.inputs)
+        .map_err(|e| TuneError::Config(format!("{}: {e}", config.model_name)))?;
     std::fs::write(
         &sidecar,
         format!(
@@ -443,7 +449,7 @@ pub fn build(
             .map_err(|e| TuneError::Config(format!("{}: {e}", config.model_name)))?;
         Some(run.worker.bench(&BenchRequest {
             library: std::path::absolute(&config.output).unwrap_or(config.output.clone()),
-            inputs: end_to_end.inputs.clone(),
+            inputs: built.inputs.clone(),
             target: run.target_json.clone(),
             repeat: Some(BENCH_REPEATS),
             number: None,
@@ -466,6 +472,7 @@ pub fn build(
         sidecar,
         build_wall_s,
         tasks_wall_s,
+        built,
         end_to_end,
         bench,
     })
@@ -495,7 +502,7 @@ struct PlannedTask {
 
 impl PlannedTask {
     /// The report of the task once the build says which record went in.
-    fn finish(self, task: &Task, built: &BuildResult) -> BuildTask {
+    fn finish(self, task: &Task, built: &Built) -> BuildTask {
         let mode = built.applied.get(&task.name).copied().flatten();
         let build_failed = built.failed.get(&task.name).copied().unwrap_or(0);
         let applied = match mode {

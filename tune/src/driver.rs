@@ -23,8 +23,9 @@ use tgc_passes::target::resolve_target;
 use tgc_passes::{Instrumentation, PassManager};
 use tgc_pipelines::{build_pipeline_with, Overrides};
 use tgc_tvm::{
-    module_json, task_json, BridgeError, BuildRecords, BuildRequest, BuildResult, LowerRequest,
-    LowerResult, Seed, StopReason, Trials, TuneRecord, TuneRequest, Versions, Worker, WorkerConfig,
+    module_json, task_json, BridgeError, BuildRecords, BuildRequest, BuildResult, Built,
+    ExportRequest, LowerRequest, LowerResult, Seed, StopReason, Trials, TuneRecord, TuneRequest,
+    Versions, Worker, WorkerConfig,
 };
 
 /// Why a run stopped. Each message is one line naming what it is about.
@@ -666,17 +667,10 @@ impl Run<'_> {
         records: &[(&Task, Vec<Value>)],
         export: Option<PathBuf>,
     ) -> Result<BuildResult, TuneError> {
-        let mj = module_json(module)
-            .map_err(|e| TuneError::Config(format!("{}: {e}", self.config.model_name)))?;
-        let mut by_function: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-        for (t, traces) in records {
-            for name in &t.functions {
-                by_function.insert(name.clone(), traces.clone());
-            }
-        }
+        let (mj, by_function) = self.model_records(module, records)?;
         Ok(self.worker.build_and_measure(&BuildRequest {
             module: mj,
-            records: BuildRecords::Traces(by_function),
+            records: by_function,
             target: self.target_json.clone(),
             repeat: Some(END_TO_END_REPEATS),
             number: None,
@@ -685,6 +679,42 @@ impl Run<'_> {
             rtol: None,
             export,
         })?)
+    }
+}
+
+impl Run<'_> {
+    /// Builds the whole model with each task's records as [`Run::build_model`] does and
+    /// writes it to `export`; nothing else is built or run.
+    pub(crate) fn export_model(
+        &mut self,
+        module: &Module,
+        records: &[(&Task, Vec<Value>)],
+        export: PathBuf,
+    ) -> Result<Built, TuneError> {
+        let (mj, by_function) = self.model_records(module, records)?;
+        Ok(self.worker.build(&ExportRequest {
+            module: mj,
+            records: by_function,
+            target: self.target_json.clone(),
+            export,
+        })?)
+    }
+
+    /// The module's JSON, and each task's records under the name of every function of it.
+    fn model_records(
+        &self,
+        module: &Module,
+        records: &[(&Task, Vec<Value>)],
+    ) -> Result<(Value, BuildRecords), TuneError> {
+        let mj = module_json(module)
+            .map_err(|e| TuneError::Config(format!("{}: {e}", self.config.model_name)))?;
+        let mut by_function: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+        for (t, traces) in records {
+            for name in &t.functions {
+                by_function.insert(name.clone(), traces.clone());
+            }
+        }
+        Ok((mj, BuildRecords::Traces(by_function)))
     }
 }
 

@@ -15,10 +15,10 @@ mod worker;
 pub use json::{module_json, op_schema, task_json, OP_SCHEMA_PATH};
 pub use protocol::{
     Applied, BenchRequest, BenchResult, BuildRecord, BuildRecords, BuildRequest, BuildResult,
-    CostModelKind, CostModelReport, HelloResult, InputRole, Latency, LatencyRange, LowerRequest,
-    LowerResult, ModelInput, RecordOrigin, ReplayMode, ReplayOutcome, ReplayRequest, ReplayResult,
-    RunnerSettings, SampleRequest, SampleResult, Seed, StopReason, TargetResult, Tolerance, Trials,
-    TuneRecord, TuneRequest, TuneResult, TuneRound, PROTOCOL,
+    Built, CostModelKind, CostModelReport, ExportRequest, HelloResult, InputRole, Latency,
+    LatencyRange, LowerRequest, LowerResult, ModelInput, RecordOrigin, ReplayMode, ReplayOutcome,
+    ReplayRequest, ReplayResult, RunnerSettings, SampleRequest, SampleResult, Seed, StopReason,
+    TargetResult, Tolerance, Trials, TuneRecord, TuneRequest, TuneResult, TuneRound, PROTOCOL,
 };
 pub use worker::{
     decode_result, find_python, worker_dir, BridgeError, Timeouts, Versions, Worker, WorkerConfig,

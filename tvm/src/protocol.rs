@@ -18,7 +18,7 @@ use std::path::PathBuf;
 /// 2: task attributes travel with the op schema's defaults filled in (the worker fills in
 /// nothing), and every method rejects unknown params fields and requires the ones the client
 /// always sends.
-pub const PROTOCOL: u64 = 4;
+pub const PROTOCOL: u64 = 5;
 
 /// Trials: measured candidates. One type for every count of them.
 pub type Trials = u64;
@@ -506,6 +506,50 @@ pub enum Applied {
     Anchor,
     /// Found in the MetaSchedule database directory.
     Database,
+}
+
+/// `build`'s params: `build_and_measure`'s build alone, written to `export`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ExportRequest {
+    pub module: Value,
+    pub records: BuildRecords,
+    pub target: Value,
+    pub export: PathBuf,
+}
+
+/// `build`'s result: how the records went into the model, without measuring it.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Built {
+    /// Per task: how its record was applied; `None`: no record applied.
+    pub applied: BTreeMap<String, Option<Applied>>,
+    /// Per task: the records that did not replay before one did (all when none did).
+    pub failed: BTreeMap<String, u64>,
+    /// The PrimFuncs `MetaScheduleApplyDatabase` replaced.
+    pub scheduled: Vec<String>,
+    /// main's params in order, with the role their random values are drawn by.
+    pub inputs: Vec<ModelInput>,
+    /// Per task, its structural hash.
+    #[serde(
+        deserialize_with = "decimal_u64_map",
+        serialize_with = "decimal_u64_map_ser"
+    )]
+    pub tasks: BTreeMap<String, u64>,
+    pub wall_s: f64,
+}
+
+impl BuildResult {
+    /// The part of the result that [`Built`] has.
+    pub fn built(&self) -> Built {
+        Built {
+            applied: self.applied.clone(),
+            failed: self.failed.clone(),
+            scheduled: self.scheduled.clone(),
+            inputs: self.inputs.clone(),
+            tasks: self.tasks.clone(),
+            wall_s: self.wall_s,
+        }
+    }
 }
 
 /// `build_and_measure`'s result.

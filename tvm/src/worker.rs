@@ -5,9 +5,9 @@
 //! reported with its exit status and the last lines of its log.
 
 use crate::protocol::{
-    BenchRequest, BenchResult, BuildRequest, BuildResult, Empty, HelloResult, LowerRequest,
-    LowerResult, NoParams, ReplayRequest, ReplayResult, SampleRequest, SampleResult, TargetRequest,
-    TargetResult, TuneRequest, TuneResult, PROTOCOL,
+    BenchRequest, BenchResult, BuildRequest, BuildResult, Built, Empty, ExportRequest, HelloResult,
+    LowerRequest, LowerResult, NoParams, ReplayRequest, ReplayResult, SampleRequest, SampleResult,
+    TargetRequest, TargetResult, TuneRequest, TuneResult, PROTOCOL,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -105,6 +105,7 @@ pub struct Timeouts {
     pub replay: Duration,
     pub sample: Duration,
     pub tune: Duration,
+    pub build: Duration,
     pub build_and_measure: Duration,
     pub bench: Duration,
     pub shutdown: Duration,
@@ -121,6 +122,7 @@ impl Default for Timeouts {
             replay: quick,
             sample: quick,
             tune: long,
+            build: long,
             build_and_measure: long,
             bench: long,
             shutdown: quick,
@@ -137,6 +139,7 @@ impl Timeouts {
             "replay" => self.replay,
             "sample" => self.sample,
             "tune" => self.tune,
+            "build" => self.build,
             "build_and_measure" => self.build_and_measure,
             "bench" => self.bench,
             "shutdown" => self.shutdown,
@@ -379,6 +382,11 @@ impl Worker {
         request: &BuildRequest,
     ) -> Result<BuildResult, BridgeError> {
         self.request("build_and_measure", request, None)
+    }
+
+    /// `build`: the whole model built with the records and exported, nothing measured.
+    pub fn build(&mut self, request: &ExportRequest) -> Result<Built, BridgeError> {
+        self.request("build", request, None)
     }
 
     /// `bench`: an exported library's end-to-end latency (and an untuned build's).
@@ -818,6 +826,12 @@ mod agreement {
             rtol: some.then_some(0.0),
             export: some.then(|| "/m.so".into()),
         };
+        let export = ExportRequest {
+            module: json!({}),
+            records: BuildRecords::Traces(BTreeMap::new()),
+            target: json!({}),
+            export: "/m.so".into(),
+        };
         let bench = |some: bool| BenchRequest {
             library: "/m.so".into(),
             inputs: vec![],
@@ -851,6 +865,7 @@ mod agreement {
             ("replay", v(&replay), v(&replay)),
             ("sample", v(&sample(true)), v(&sample(false))),
             ("tune", v(&tune(true)), v(&tune(false))),
+            ("build", v(&export), v(&export)),
             ("build_and_measure", v(&build(true)), v(&build(false))),
             ("bench", v(&bench(true)), v(&bench(false))),
         ]

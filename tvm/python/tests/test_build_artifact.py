@@ -1,4 +1,5 @@
-"""The deployable artifact (issue 14): build_and_measure's `export` writes a plain TVM library.
+"""The deployable artifact (issue 14): build_and_measure's and build's `export` writes a plain
+TVM library.
 A small model is built with schedules (sampled traces on its tasks, one transferred from a task
 of another shape through its source workload) and untuned, to two libraries; a fresh Python
 process with stock TVM only (no tgc code) loads both and compares their outputs on the same
@@ -81,9 +82,14 @@ class TestArtifact(unittest.TestCase):
             self.assertEqual(r["inputs"][1], {"name": "w1", "shape": [C, C, 3, 3],
                                               "dtype": "float32", "role": "weight",
                                               "fan_in": C * 9})
-            u = w.call("build_and_measure", {"module": MODULE, "records": {}, "target": LLVM,
-                                             "repeat": 2, "export": untuned})
+            # `build`: the same build and export, with nothing else built or run
+            u = w.call("build", {"module": MODULE, "records": {}, "target": LLVM,
+                                 "export": untuned})
+            self.assertEqual(set(u), {"applied", "failed", "scheduled", "inputs", "tasks",
+                                      "wall_s"}, u)
             self.assertEqual(set(u["applied"].values()), {None})
+            self.assertEqual(u["inputs"], r["inputs"])
+            self.assertEqual(u["tasks"], r["tasks"])
             self.assertTrue(os.path.isfile(tuned) and os.path.isfile(untuned))
             self.assertEqual([f for f in os.listdir(d) if f.endswith(".tmp.so")], [])
 
@@ -124,6 +130,13 @@ class TestArtifact(unittest.TestCase):
                                             "export": "/nonexistent/dir/m.so"})
         self.assertEqual(r["error"]["kind"], "bad_params", r)
         self.assertIn("/nonexistent/dir", r["error"]["message"])
+        r = w.request("build", {"module": MODULE, "records": {}, "target": LLVM,
+                                "export": "/nonexistent/dir/m.so"})
+        self.assertEqual(r["error"]["kind"], "bad_params", r)
+        self.assertIn("/nonexistent/dir", r["error"]["message"])
+        r = w.request("build", {"module": MODULE, "records": {}, "target": LLVM})
+        self.assertEqual(r["error"]["kind"], "bad_params", r)
+        self.assertIn("export", r["error"]["message"])
         r = w.request("bench", {"library": "/nonexistent.so", "inputs": [], "target": LLVM})
         self.assertEqual(r["error"]["kind"], "bad_params", r)
         r = w.request("bench", {"library": __file__, "inputs": [{"name": "x", "shape": [1],

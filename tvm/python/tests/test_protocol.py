@@ -12,12 +12,13 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 from tasks import CUDA, LLVM, T, conv_task, matmul_task, with_defaults  # noqa: E402
 from worker_client import WorkerProcess, shared_worker  # noqa: E402
+from tgc_worker import PROTOCOL_VERSION  # noqa: E402
 
 
 class TestProtocol(unittest.TestCase):
     def test_hello(self):
         r = shared_worker().call("hello")
-        self.assertEqual(r["protocol"], 4)
+        self.assertEqual(r["protocol"], 5)
         self.assertTrue(r["tvm"].startswith("0.27"), r["tvm"])
         self.assertTrue(r["tvm_ffi"])
         self.assertIn("llvm", r["targets"])
@@ -99,14 +100,14 @@ class TestProtocol(unittest.TestCase):
         self.assertIsNone(r["id"])
         r = w.send_raw(json.dumps({"v": 1, "id": 7, "method": "hello"}))
         self.assertEqual((r["id"], r["error"]["kind"]), (7, "version"))
-        r = w.send_raw(json.dumps({"v": 4, "id": 8, "method": "frobnicate"}))
+        r = w.send_raw(json.dumps({"v": PROTOCOL_VERSION, "id": 8, "method": "frobnicate"}))
         self.assertEqual(r["error"]["kind"], "unknown_method")
         r = w.request("lower", {"target": LLVM})
         self.assertEqual(r["error"]["kind"], "bad_params")
         r = w.request("lower", {"task": conv_task("c"), "target": "llvm"})
         self.assertEqual(r["error"]["kind"], "bad_params")
         self.assertEqual(r["error"]["task"], "c")
-        self.assertEqual(w.call("hello")["protocol"], 4)
+        self.assertEqual(w.call("hello")["protocol"], PROTOCOL_VERSION)
 
     def test_unknown_and_missing_params_fields_are_named(self):
         w = shared_worker()
@@ -147,7 +148,7 @@ class TestProtocol(unittest.TestCase):
         self.assertEqual(r["error"]["message"], "seeds[0]: unknown field 'source'")
         # optional fields stay optional: count and seed of sample have documented defaults
         self.assertIn("traces", w.call("sample", {"task": conv_task("c"), "target": LLVM, "count": 1}))
-        self.assertEqual(w.call("hello")["protocol"], 4)
+        self.assertEqual(w.call("hello")["protocol"], PROTOCOL_VERSION)
 
     def test_unknown_op_names_the_task(self):
         w = shared_worker()
@@ -209,11 +210,11 @@ class TestProtocol(unittest.TestCase):
             r = w.request("build_and_measure", {"module": module, "records": d, "target": LLVM})
         self.assertEqual(r["error"]["kind"], "tvm", r)
         self.assertNotIn("\n", r["error"]["message"])
-        self.assertEqual(w.call("hello")["protocol"], 4)
+        self.assertEqual(w.call("hello")["protocol"], PROTOCOL_VERSION)
 
     def test_eof_exits_cleanly_and_shutdown(self):
         w = WorkerProcess()
-        self.assertEqual(w.call("hello")["protocol"], 4)
+        self.assertEqual(w.call("hello")["protocol"], PROTOCOL_VERSION)
         self.assertEqual(w.close(), 0)
         w = WorkerProcess()
         self.assertEqual(w.call("shutdown"), {})
@@ -249,6 +250,30 @@ class TestLower(unittest.TestCase):
             wl = tvm.ir.load_json(r["workload_json"])
             self.assertEqual(structural_hash_u64(wl), r["structural_hash"])
 
+    def test_a_models_value_names_do_not_reach_the_workload(self):
+        # A reduction's block is named after its input tensor; the same task from two
+        # models (its input named 171 in one, 515 in the other) must lower to one workload,
+        # block names included, so that a trace tuned on one replays exactly on the other.
+        w = shared_worker()
+
+        def mean(name):
+            return with_defaults({
+                "name": "fused_mean",
+                "params": [dict(name=name, **T([1, 64, 7, 7]))],
+                "bindings": [{"op": "mean", "operands": [0], "attrs": {"axis": [2, 3],
+                              "keepdims": True}, "results": [T([1, 64, 1, 1])]}],
+                "results": [1],
+            })
+
+        a, b = mean("171"), mean("515")
+        la = w.call("lower", {"task": a, "target": LLVM})
+        lb = w.call("lower", {"task": b, "target": LLVM})
+        self.assertEqual(la["tir"], lb["tir"])
+        self.assertNotIn("171", la["tir"])
+        traces = w.call("sample", {"task": a, "target": LLVM, "count": 2})["traces"]
+        res = w.call("replay", {"task": b, "target": LLVM, "traces": traces})["results"]
+        self.assertEqual([r["mode"] for r in res], ["exact"] * len(traces), res)
+
     def test_shapes_change_the_hash(self):
         w = shared_worker()
         h16 = w.call("lower", {"task": conv_task("c", hw=16), "target": LLVM})["structural_hash"]
@@ -277,7 +302,7 @@ class TestLower(unittest.TestCase):
         params = lt.workload["main"].params
         self.assertEqual(len(params), 4)  # x, w, the lifted constant, the output
         fn = lt.relax_mod[task["name"]]
-        self.assertEqual([p.name for p in fn.params], ["x", "w", "c1"])
+        self.assertEqual([p.name for p in fn.params], ["p0", "p1", "c1"])
         # the constant's value is not part of the workload
         task2 = json.loads(json.dumps(task))
         task2["bindings"][1]["attrs"]["value"] = [2.0]

@@ -198,7 +198,11 @@ def emit_task_function(bb: relax.BlockBuilder, task: Task) -> TaskFunction:
     for kind, idx in order:
         if kind == "param":
             p = task.params[idx]
-            var = relax.Var(p.name, relax.TensorType(list(p.ty.shape), p.ty.dtype))
+            # Named by position, not by the model's value name: TVM names some blocks after
+            # their input tensor (a reduction of `x` is the block `x_red`), and a trace names
+            # the blocks it schedules, so a model's names would keep one model's records from
+            # replaying on the same task of another.
+            var = relax.Var(f"p{idx}", relax.TensorType(list(p.ty.shape), p.ty.dtype))
             value_var[idx] = var
             call_plan.append(("param", idx))
         else:

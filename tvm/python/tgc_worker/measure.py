@@ -548,26 +548,55 @@ def bench(params: dict) -> dict:
     }
 
 
-def build_and_measure(params: dict) -> dict:
+class _ScheduledBuild:
+    """The model built with its records: what `build` and `build_and_measure` share."""
+
+    def __init__(self, spec, target, lowered, tuned, applied, failed, scheduled):
+        self.spec, self.target, self.lowered, self.tuned = spec, target, lowered, tuned
+        self.applied, self.failed, self.scheduled = applied, failed, scheduled
+
+    def result(self, t0: float) -> dict:
+        lowered = self.lowered
+        return {
+            "applied": self.applied,
+            "failed": self.failed,
+            "scheduled": self.scheduled,
+            "inputs": roles_json(self.spec),
+            "tasks": {
+                name: structural_hash_u64(normalize_mod(find_primfunc(lowered, name, name)))
+                for name in self.spec.tasks
+            },
+            "wall_s": round(time.time() - t0, 3),
+        }
+
+
+def _export_param(params: dict):
+    """`export`, checked before anything is built: a file path in an existing directory."""
+    export = params.get("export")
+    if export is not None and (not isinstance(export, str) or not export):
+        raise WorkerError("bad_params", f"export must be a file path, got {export!r}")
+    if export is not None and not os.path.isdir(os.path.dirname(os.path.abspath(export))):
+        raise WorkerError(
+            "bad_params", f"export: {os.path.dirname(os.path.abspath(export))} is not a directory"
+        )
+    return export
+
+
+def build(params: dict) -> dict:
+    """The model built with the records and written with `export_library`; nothing else is
+    built or run (`tgc build` without --check or --bench)."""
     t0 = time.time()
+    export = _export_param(params)
+    b = _scheduled_build(params)
+    export_executable(b.tuned, export)
+    return b.result(t0)
+
+
+def _scheduled_build(params: dict) -> _ScheduledBuild:
     from .tvmutil import parse_target
 
     spec = parse_module(params["module"])
     target = parse_target(params["target"], with_host=True)
-    repeat = params.get("repeat", 20)
-    number = params.get("number", 1)
-    seed = params.get("seed", 0)
-    for k, v in (("repeat", repeat), ("number", number), ("seed", seed)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < (0 if k == "seed" else 1):
-            raise WorkerError("bad_params", f"{k} must be a positive int, got {v!r}")
-    overrides = {}
-    for k in ("atol_rel", "rtol"):
-        if k in params:
-            v = params[k]
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or not v >= 0:
-                raise WorkerError("bad_params", f"{k} must be a non-negative number, got {v!r}")
-            overrides[k] = float(v)
-
     mod = model_relax_module(spec)
     try:
         lowered = lower_module(mod)
@@ -575,10 +604,6 @@ def build_and_measure(params: dict) -> dict:
         raise WorkerError("tvm", f"lowering the model failed: {one_line(e)}")
 
     from tvm.s_tir import meta_schedule as ms
-
-    export = params.get("export")
-    if export is not None and (not isinstance(export, str) or not export):
-        raise WorkerError("bad_params", f"export must be a file path, got {export!r}")
 
     records = params["records"]
     applied: dict = {}
@@ -631,6 +656,31 @@ def build_and_measure(params: dict) -> dict:
     try:
         scheduled_mod, scheduled = apply_database(lowered, target, database)
         tuned = _build(scheduled_mod, target)
+    except Exception as e:  # noqa: BLE001
+        raise WorkerError("tvm", f"build failed: {one_line(e)}")
+    return _ScheduledBuild(spec, target, lowered, tuned, applied, failed, scheduled)
+
+
+def build_and_measure(params: dict) -> dict:
+    t0 = time.time()
+    repeat = params.get("repeat", 20)
+    number = params.get("number", 1)
+    seed = params.get("seed", 0)
+    for k, v in (("repeat", repeat), ("number", number), ("seed", seed)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < (0 if k == "seed" else 1):
+            raise WorkerError("bad_params", f"{k} must be a positive int, got {v!r}")
+    overrides = {}
+    for k in ("atol_rel", "rtol"):
+        if k in params:
+            v = params[k]
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not v >= 0:
+                raise WorkerError("bad_params", f"{k} must be a non-negative number, got {v!r}")
+            overrides[k] = float(v)
+
+    export = _export_param(params)
+    b = _scheduled_build(params)
+    spec, target, lowered, tuned = b.spec, b.target, b.lowered, b.tuned
+    try:
         ref = _build(lowered, target)
     except Exception as e:  # noqa: BLE001
         raise WorkerError("tvm", f"build failed: {one_line(e)}")
@@ -665,15 +715,7 @@ def build_and_measure(params: dict) -> dict:
         "max_abs_err": check["max_abs_err"],
         "max_rel_err": check["max_rel_err"],
         "tolerance": check["tolerance"],
-        "applied": applied,
-        "failed": failed,
-        "scheduled": scheduled,
-        "inputs": roles_json(spec),
-        "tasks": {
-            name: structural_hash_u64(normalize_mod(find_primfunc(lowered, name, name)))
-            for name in spec.tasks
-        },
-        "wall_s": round(time.time() - t0, 3),
+        **b.result(t0),
     }
     if "mismatch" in check:
         out["mismatch"] = check["mismatch"]

@@ -20,6 +20,7 @@ METHODS = (
     "replay",
     "sample",
     "tune",
+    "build",
     "build_and_measure",
     "bench",
     "shutdown",
@@ -62,6 +63,7 @@ PARAMS = {
             "remeasure_repeats",
         ),
     ),
+    "build": (("module", "records", "target", "export"), ()),
     "build_and_measure": (
         ("module", "records", "target"),
         ("repeat", "number", "seed", "atol_rel", "rtol", "export"),
@@ -280,6 +282,12 @@ def m_tune(params: dict) -> dict:
         raise WorkerError("tvm", f"tuning failed: {one_line(e)}", lt.task.name)
 
 
+def m_build(params: dict) -> dict:
+    from .measure import build
+
+    return build(params)
+
+
 def m_build_and_measure(params: dict) -> dict:
     from .measure import build_and_measure
 
@@ -299,6 +307,7 @@ HANDLERS = {
     "replay": m_replay,
     "sample": m_sample,
     "tune": m_tune,
+    "build": m_build,
     "build_and_measure": m_build_and_measure,
     "bench": m_bench,
 }
