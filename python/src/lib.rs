@@ -436,6 +436,7 @@ const BUILD_OPTIONS: &[&str] = &[
     "cache",
     "no_cache",
     "measure_candidates",
+    "check",
     "bench",
     "work_dir",
 ];
@@ -460,6 +461,7 @@ fn build_json(
     c.measure_candidates = o
         .uint("measure_candidates")?
         .unwrap_or(c.measure_candidates);
+    c.check = o.bool("check")?.unwrap_or(false);
     c.bench = o.bool("bench")?.unwrap_or(false);
     c.work_dir = o.str("work_dir")?.map(PathBuf::from);
     let module = module.inner.clone();

@@ -214,7 +214,10 @@ def build(model, *, target: str = "llvm", cache: str | os.PathLike | Cache | Non
     transfer where no exact record exists: ``tgc build`` (tgc-tune's build). With
     ``output``, writes the library there (and its sidecar ``output + ".json"``) and returns
     the build report as a dict; without, returns ``(executable, report)``, the library
-    loaded with ``tvm.runtime.load_module`` (run it with ``relax.VirtualMachine``)."""
+    loaded with ``tvm.runtime.load_module`` (run it with ``relax.VirtualMachine``).
+    ``check``: also build the model untuned and compare the outputs on random inputs (the
+    report's ``end_to_end``; a difference raises TgcError); without it the model is built
+    once and nothing runs. ``bench``: time the library and an untuned build."""
     import tempfile
 
     _worker_python()
@@ -224,7 +227,8 @@ def build(model, *, target: str = "llvm", cache: str | os.PathLike | Cache | Non
         tmp = tempfile.mkdtemp(prefix="tgc-build-")
         output = os.path.join(tmp, "model.so")
     opts = dict(target=target, cache=_path(cache), no_cache=no_cache,
-                measure_candidates=measure_candidates, bench=bench, work_dir=_path(work_dir))
+                measure_candidates=measure_candidates, check=check, bench=bench,
+                work_dir=_path(work_dir))
     text, warns, problem = _native.build_json(m, _label(model, name), os.fspath(output), json.dumps(opts))
     _warn(warns)
     report = _checked(json.loads(text), problem, check)

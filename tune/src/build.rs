@@ -67,8 +67,10 @@ pub struct BuildConfig {
 }
 
 impl BuildConfig {
-    /// The default K: 2 candidates measured per transferred task.
-    pub const DEFAULT_MEASURE_CANDIDATES: u64 = 2;
+    /// The default K: rank only. Measuring 2 candidates per transferred task made a
+    /// ResNet-50 build from Wide-ResNet-50-2's cache 73 s instead of 34 s for a 1.10x faster
+    /// model (204 against 225 ms; docs/build.md): over the minute a build may take here.
+    pub const DEFAULT_MEASURE_CANDIDATES: u64 = 0;
 
     pub fn new(model_name: impl Into<String>, output: impl Into<PathBuf>) -> BuildConfig {
         BuildConfig {
