@@ -61,8 +61,11 @@ pub fn find_python() -> Result<PathBuf, BridgeError> {
         return Ok(PathBuf::from(p));
     }
     let script = worker_dir().join("bootstrap.sh");
+    // The worker needs the venv only: building the `tgc` Python package into it (minutes
+    // on a fresh clone) is the README commands' work, not a side effect of `tgc tune`.
     let out = Command::new("bash")
         .arg(&script)
+        .env("TGC_NO_PACKAGE", "1")
         .stdin(Stdio::null())
         .output()
         .map_err(|e| worker_error(format!("{}: cannot run: {e}", script.display()), None))?;
