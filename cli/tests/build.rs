@@ -263,17 +263,23 @@ fn zero_trial_builds_from_a_neighbours_cache_load_in_stock_tvm() {
     );
 
     // The written-back records carry K trials of effort (never 0, which would read as a
-    // complete search): a later `tgc tune` of B resumes their search.
+    // complete search): a later `tgc tune` of B resumes their search. Their provenance
+    // says a build measured them.
     let db = rusqlite::Connection::open(&cache).expect("cache opens");
-    let trials: Vec<Option<i64>> = db
-        .prepare("SELECT trials FROM records WHERE model = ?1")
+    let trials: Vec<(Option<i64>, String)> = db
+        .prepare("SELECT trials, source FROM records WHERE model = ?1")
         .unwrap()
-        .query_map([s(&b)], |r| r.get(0))
+        .query_map([s(&b)], |r| Ok((r.get(0)?, r.get(1)?)))
         .unwrap()
         .map(|r| r.unwrap())
         .collect();
     assert!(!trials.is_empty());
-    assert!(trials.iter().all(|t| *t == Some(1)), "{trials:?}");
+    assert!(
+        trials
+            .iter()
+            .all(|(t, src)| *t == Some(1) && src == "build"),
+        "{trials:?}"
+    );
     drop(db);
 
     // The next build of B is exact: the records as they are, nothing measured. Without

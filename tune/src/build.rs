@@ -678,6 +678,7 @@ fn plan_task(
                     }),
                     &result.records,
                     result.trials,
+                    "build",
                 )?;
             }
         }

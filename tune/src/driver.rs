@@ -449,7 +449,7 @@ impl Run<'_> {
             tvm_hash,
             json: lowered.workload_json,
         };
-        let written = self.write_back(task, Some(workload), &result.records, effort)?;
+        let written = self.write_back(task, Some(workload), &result.records, effort, "tune")?;
         for e in &result.cost_model.errors {
             observer.warning(e);
         }
@@ -597,13 +597,15 @@ impl Run<'_> {
         Ok(seeds)
     }
 
-    /// Writes the task's records back; returns how many were inserted or improved.
+    /// Writes the task's records back with `source` (`tune`, `build`) as their provenance;
+    /// returns how many were inserted or improved.
     pub(crate) fn write_back(
         &mut self,
         task: &Task,
         workload: Option<Workload>,
         records: &[TuneRecord],
         effort: u64,
+        source: &str,
     ) -> Result<usize, TuneError> {
         let Some(cache) = self.cache.as_mut() else {
             return Ok(0);
@@ -630,7 +632,7 @@ impl Run<'_> {
                         // 0: unknown (a confirmed MetaSchedule import)
                         trials: (effort > 0).then(|| effort.min(u32::MAX as u64) as u32),
                         created_at: None,
-                        source: "tune".into(),
+                        source: source.into(),
                     },
                 })
             })
