@@ -682,9 +682,7 @@ impl Run<'_> {
             export,
         })?)
     }
-}
 
-impl Run<'_> {
     /// Builds the whole model with each task's records as [`Run::build_model`] does and
     /// writes it to `export`; nothing else is built or run.
     pub(crate) fn export_model(
