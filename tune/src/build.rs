@@ -217,14 +217,7 @@ impl BuildReport {
     /// `Err` with the worker's account when the built model's outputs differ from an
     /// untuned build's.
     pub fn check_outputs(&self) -> Result<(), String> {
-        match &self.end_to_end {
-            Some(m) if !m.outputs_match => Err(format!(
-                "{}: the built model's outputs differ from an untuned build's ({})",
-                self.model,
-                m.mismatch.as_deref().unwrap_or("no mismatch given")
-            )),
-            _ => Ok(()),
-        }
+        crate::report::outputs_check(&self.model, "built", self.end_to_end.as_ref())
     }
 
     pub fn to_json(&self) -> Value {

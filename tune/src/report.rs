@@ -113,14 +113,7 @@ impl Report {
     /// `Err` with the worker's account when the tuned model's outputs differ from an
     /// untuned build's.
     pub fn check_outputs(&self) -> Result<(), String> {
-        match &self.end_to_end {
-            Some(m) if !m.outputs_match => Err(format!(
-                "{}: the tuned model's outputs differ from an untuned build's ({})",
-                self.model,
-                m.mismatch.as_deref().unwrap_or("no mismatch given")
-            )),
-            _ => Ok(()),
-        }
+        outputs_check(&self.model, "tuned", self.end_to_end.as_ref())
     }
 
     /// The JSON report (schema `tgc.tune/1`).
@@ -172,5 +165,21 @@ impl Report {
             },
             "end_to_end": self.end_to_end.as_ref().map_or(Value::Null, |m| json!(m)),
         })
+    }
+}
+
+/// `Err` naming `model` when the `what` (tuned, built) model's outputs differ from an untuned
+/// build's in `measured`; `Ok` when they match or were not compared.
+pub(crate) fn outputs_check(
+    model: &str,
+    what: &str,
+    measured: Option<&BuildResult>,
+) -> Result<(), String> {
+    match measured {
+        Some(m) if !m.outputs_match => Err(format!(
+            "{model}: the {what} model's outputs differ from an untuned build's ({})",
+            m.mismatch.as_deref().unwrap_or("no mismatch given")
+        )),
+        _ => Ok(()),
     }
 }
