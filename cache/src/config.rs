@@ -10,6 +10,9 @@ pub struct CacheConfig {
     pub busy_timeout: Duration,
     /// How retrieval ranks neighbours.
     pub ranking: RankingConfig,
+    /// Never write: no migration, no WAL switch; every write is [`crate::CacheError::ReadOnly`].
+    /// On a server the session itself is read-only (`default_transaction_read_only`).
+    pub read_only: bool,
 }
 
 impl Default for CacheConfig {
@@ -17,6 +20,7 @@ impl Default for CacheConfig {
         CacheConfig {
             busy_timeout: Duration::from_secs(60),
             ranking: RankingConfig::default(),
+            read_only: false,
         }
     }
 }

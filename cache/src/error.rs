@@ -34,6 +34,12 @@ pub enum CacheError {
         path: PathBuf,
         source: rusqlite::Error,
     },
+    /// A failure of the cache server (`location` is its URL without the password).
+    #[error("{}: {detail}", location.display())]
+    Server { location: PathBuf, detail: String },
+    /// A write to a cache opened read-only, or by a role that may only read.
+    #[error("{}: the cache is read-only here ({detail}); nothing was written", location.display())]
+    ReadOnly { location: PathBuf, detail: String },
     /// The file system refused WAL journaling (e.g. a network file system).
     #[error("{}: cannot enable WAL journaling (journal mode stays '{mode}'); put the cache on a local disk", path.display())]
     NoWal { path: PathBuf, mode: String },
@@ -75,6 +81,26 @@ impl CacheError {
         }
     }
 
+    /// Classifies a server error on the cache at `location`.
+    pub(crate) fn postgres(location: &Path, e: &postgres::Error) -> CacheError {
+        match crate::server::sqlstate(e) {
+            // insufficient_privilege, read_only_sql_transaction
+            Some("42501") | Some("25006") => CacheError::ReadOnly {
+                location: location.to_path_buf(),
+                detail: crate::server::describe(e),
+            },
+            _ => CacheError::Server {
+                location: location.to_path_buf(),
+                detail: crate::server::describe(e),
+            },
+        }
+    }
+
+    /// Whether this error says the cache may not be written (the caller may go on reading).
+    pub fn is_read_only(&self) -> bool {
+        matches!(self, CacheError::ReadOnly { .. })
+    }
+
     pub(crate) fn io(path: &Path, e: std::io::Error) -> CacheError {
         CacheError::Io {
             path: path.to_path_buf(),
@@ -93,6 +119,12 @@ impl CacheError {
 /// Attaches the cache path to SQLite results.
 pub(crate) trait SqliteContext<T> {
     fn at(self, path: &Path) -> Result<T>;
+}
+
+impl<T> SqliteContext<T> for std::result::Result<T, crate::db::DbError> {
+    fn at(self, path: &Path) -> Result<T> {
+        self.map_err(|e| e.at(path))
+    }
 }
 
 impl<T> SqliteContext<T> for std::result::Result<T, rusqlite::Error> {

@@ -22,14 +22,17 @@
 //! loaded.
 
 pub mod config;
+mod db;
 pub mod error;
 pub mod model;
 pub mod msdb;
 pub mod retrieve;
 mod rows;
 pub mod schema;
+pub mod server;
 pub mod store;
 pub mod synth;
+pub mod throwaway;
 pub mod verify;
 
 pub use config::{CacheConfig, RankingConfig};

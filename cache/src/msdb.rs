@@ -32,13 +32,13 @@
 //! task has a TVM workload, each workload once per hash. Files are written beside the
 //! destination and renamed into place.
 
+use crate::db::{args, Db};
 use crate::error::{CacheError, Result, SqliteContext};
 use crate::model::{NewRecord, Provenance, Target, Toolchain, Trace, Workload, MS_INVALID_SECS};
 use crate::rows;
 use crate::store::{Cache, Group, PutSummary, Writer};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
-use rusqlite::{params, Connection};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -472,7 +472,7 @@ struct ExportedWorkload {
 pub fn export(cache: &Cache, dir: &Path, opts: &ExportOptions) -> Result<ExportSummary> {
     let path = &cache.path;
     std::fs::create_dir_all(dir).map_err(|e| CacheError::io(dir, e))?;
-    let tx = cache.conn.unchecked_transaction().at(path)?;
+    let tx = cache.conn.begin_read().at(path)?;
     let toolchain_id = rows::toolchain_id(&tx, path, &opts.toolchain)?;
     let target_id: Option<i64> = match &opts.target {
         Some(t) => rows::resolve_target(&tx, path, t, toolchain_id)?.or(Some(-1)),
@@ -489,11 +489,11 @@ pub fn export(cache: &Cache, dir: &Path, opts: &ExportOptions) -> Result<ExportS
     write_workloads(&tx, path, dir, &workloads)?;
     let records = write_records(&tx, path, dir, scope, &workloads)?;
     let without_workload = tx
-        .query_row(
+        .one(
             "SELECT count(*) FROM records r JOIN tasks t ON t.id = r.task_id
              WHERE t.workload_json IS NULL AND r.toolchain_id = ?1 AND (?2 IS NULL OR r.target_id = ?2)",
-            params![scope.toolchain_id, scope.target_id],
-            |r| r.get::<_, i64>(0),
+            args![scope.toolchain_id, scope.target_id],
+            |r| r.get::<i64>(0),
         )
         .at(path)? as usize;
     Ok(ExportSummary {
@@ -505,37 +505,26 @@ pub fn export(cache: &Cache, dir: &Path, opts: &ExportOptions) -> Result<ExportS
 }
 
 /// One workload per TVM hash, in hash order, from the lowest task id that has it.
-fn exported_workloads(
-    conn: &Connection,
-    path: &Path,
-    scope: ExportScope,
-) -> Result<Vec<ExportedWorkload>> {
-    let mut stmt = conn
-        .prepare(
-            "SELECT t.tvm_hash, min(t.id) FROM tasks t
-             WHERE t.workload_json IS NOT NULL AND EXISTS (SELECT 1 FROM records r WHERE r.task_id = t.id
-               AND r.toolchain_id = ?1 AND (?2 IS NULL OR r.target_id = ?2))
-             GROUP BY t.tvm_hash ORDER BY t.tvm_hash",
-        )
-        .at(path)?;
-    let rows = stmt
-        .query_map(params![scope.toolchain_id, scope.target_id], |r| {
+fn exported_workloads(conn: &Db, path: &Path, scope: ExportScope) -> Result<Vec<ExportedWorkload>> {
+    conn.rows(
+        "SELECT t.tvm_hash, min(t.id) FROM tasks t
+         WHERE t.workload_json IS NOT NULL AND EXISTS (SELECT 1 FROM records r WHERE r.task_id = t.id
+           AND r.toolchain_id = ?1 AND (?2 IS NULL OR r.target_id = ?2))
+         GROUP BY t.tvm_hash ORDER BY t.tvm_hash",
+        args![scope.toolchain_id, scope.target_id],
+        |r| {
             Ok(ExportedWorkload {
                 tvm_hash: r.get(0)?,
                 task_id: r.get(1)?,
             })
-        })
-        .at(path)?;
-    let mut workloads = Vec::new();
-    for row in rows {
-        workloads.push(row.at(path)?);
-    }
-    Ok(workloads)
+        },
+    )
+    .at(path)
 }
 
 /// Writes the workload file: line i is `workloads[i]`.
 fn write_workloads(
-    conn: &Connection,
+    conn: &Db,
     path: &Path,
     dir: &Path,
     workloads: &[ExportedWorkload],
@@ -543,10 +532,10 @@ fn write_workloads(
     let mut workload_err = None;
     write_atomically(dir, WORKLOAD_FILE, |out| {
         for w in workloads {
-            let json: rusqlite::Result<String> = conn.query_row(
+            let json = conn.one(
                 "SELECT workload_json FROM tasks WHERE id = ?1",
-                [w.task_id],
-                |r| r.get(0),
+                args![w.task_id],
+                |r| r.get::<String>(0),
             );
             match json {
                 Ok(json) => {
@@ -568,14 +557,14 @@ fn write_workloads(
     .map_err(|e| {
         workload_err
             .take()
-            .map_or(e, |se| CacheError::sqlite(path, se))
+            .map_or(e, |se: crate::db::DbError| se.at(path))
     })
 }
 
 /// Writes the record file, each record under the index of its workload's line; returns
 /// the number of records written.
 fn write_records(
-    conn: &Connection,
+    conn: &Db,
     path: &Path,
     dir: &Path,
     scope: ExportScope,
@@ -589,27 +578,24 @@ fn write_records(
     let mut record_err = None;
     let mut records = 0;
     write_atomically(dir, RECORD_FILE, |out| {
-        let mut run = || -> rusqlite::Result<std::io::Result<()>> {
-            let mut stmt = conn.prepare(
+        let mut run = || -> crate::db::DbResult<std::io::Result<()>> {
+            type Line = (String, Vec<u8>, String, String, String, Option<String>);
+            let rows: Vec<Line> = conn.rows(
                 "SELECT t.tvm_hash, tr.digest, tr.trace_json, r.latencies_json, tg.canonical_json, r.args_info_json
                  FROM records r JOIN tasks t ON t.id = r.task_id JOIN traces tr ON tr.id = r.trace_id
                       JOIN targets tg ON tg.id = r.target_id
                  WHERE t.workload_json IS NOT NULL AND r.toolchain_id = ?1 AND (?2 IS NULL OR r.target_id = ?2)
                  ORDER BY t.tvm_hash, r.mean_latency, r.id",
+                args![scope.toolchain_id, scope.target_id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
             )?;
-            let mut rows = stmt.query(params![scope.toolchain_id, scope.target_id])?;
             let mut seen: HashSet<(usize, String, Vec<u8>)> = HashSet::new();
-            while let Some(r) = rows.next()? {
-                let hash: String = r.get(0)?;
+            for (hash, digest, trace, run_secs, target, args) in rows {
                 let Some(&wi) = index.get(hash.as_str()) else { continue };
-                let target: String = r.get(4)?;
                 // Two tasks with one workload may share a trace: write it once per target.
-                if !seen.insert((wi, target.clone(), r.get(1)?)) {
+                if !seen.insert((wi, target.clone(), digest)) {
                     continue;
                 }
-                let trace: String = r.get(2)?;
-                let run_secs: String = r.get(3)?;
-                let args: Option<String> = r.get(5)?;
                 let line = format!("[{wi},[{trace},{run_secs},{target},{}]]", args.as_deref().unwrap_or("null"));
                 if let Err(e) = writeln!(out, "{line}") {
                     return Ok(Err(e));
@@ -626,7 +612,7 @@ fn write_records(
             }
         }
     })
-    .map_err(|e| record_err.take().map_or(e, |se| CacheError::sqlite(path, se)))?;
+    .map_err(|e| record_err.take().map_or(e, |se: crate::db::DbError| se.at(path)))?;
     Ok(records)
 }
 

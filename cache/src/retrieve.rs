@@ -44,11 +44,11 @@
 //! for a structural neighbour whose vectors do not align.
 
 use crate::config::RankingConfig;
+use crate::db::{args, Db, Row};
 use crate::error::{Result, SqliteContext};
 use crate::model::{features_from_json, Target, Toolchain, Trace, TraceDigest};
 use crate::rows::{resolve_target, toolchain_columns, toolchain_id, trace_digest};
 use crate::store::Cache;
-use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -316,7 +316,7 @@ fn same_workload(tier: Tier, records: Vec<TaskRecord>) -> Vec<Hit> {
 
 /// One lookup inside its read transaction: the query and the rows it resolved to.
 struct Lookup<'a> {
-    conn: &'a Connection,
+    conn: &'a Db,
     path: &'a Path,
     ranking: &'a RankingConfig,
     query: &'a Query<'a>,
@@ -331,7 +331,7 @@ impl<'a> Lookup<'a> {
     /// Resolves the query's toolchain, target and task in the cache; `None` when no record
     /// can match (the target is unknown, or the toolchain is and the query stays within it).
     fn resolve(
-        conn: &'a Connection,
+        conn: &'a Db,
         path: &'a Path,
         ranking: &'a RankingConfig,
         query: &'a Query<'a>,
@@ -344,11 +344,11 @@ impl<'a> Lookup<'a> {
             return Ok(None);
         };
         let task_id = conn
-            .prepare_cached("SELECT id FROM tasks WHERE exact_key = ?1")
-            .and_then(|mut s| {
-                s.query_row([query.keys.exact.to_string()], |r| r.get(0))
-                    .optional()
-            })
+            .opt(
+                "SELECT id FROM tasks WHERE exact_key = ?1",
+                args![query.keys.exact.to_string()],
+                |r| r.get(0),
+            )
             .at(path)?;
         Ok(Some(Lookup {
             conn,
@@ -386,11 +386,11 @@ impl<'a> Lookup<'a> {
         };
         let ids: Vec<i64> = self
             .conn
-            .prepare_cached("SELECT id FROM tasks WHERE tvm_hash = ?1 AND id IS NOT ?2")
-            .and_then(|mut s| {
-                s.query_map(params![hash.to_string(), self.task_id], |r| r.get(0))?
-                    .collect()
-            })
+            .rows(
+                "SELECT id FROM tasks WHERE tvm_hash = ?1 AND id IS DISTINCT FROM ?2",
+                args![hash.to_string(), self.task_id],
+                |r| r.get(0),
+            )
             .at(self.path)?;
         let mut records = Vec::new();
         for id in ids {
@@ -444,30 +444,29 @@ impl<'a> Lookup<'a> {
         distance: impl Fn(&Features) -> f64,
     ) -> Result<Vec<Neighbour>> {
         let max_scanned = self.ranking.max_scanned;
-        let neighbour = |r: &rusqlite::Row| {
-            let features = features_from_json(&r.get::<_, String>(1)?);
+        let neighbour = |r: &Row| {
+            let features = features_from_json(&r.get::<String>(1)?);
             Ok(Neighbour {
                 task_id: r.get(0)?,
                 distance: features.map_or(f64::INFINITY, |f| distance(&f)),
             })
         };
-        let mut neighbours: Vec<Neighbour> = self
-            .conn
-            .prepare_cached(neighbour_sql(tier, self.toolchain_id.is_some()))
-            .and_then(|mut s| match self.toolchain_id {
-                Some(tc) => s
-                    .query_map(
-                        params![group_key, exclude_key, self.target_id, tc],
-                        neighbour,
-                    )?
-                    .take(max_scanned)
-                    .collect(),
-                None => s
-                    .query_map(params![group_key, exclude_key, self.target_id], neighbour)?
-                    .take(max_scanned)
-                    .collect(),
-            })
-            .at(self.path)?;
+        let sql = neighbour_sql(tier, self.toolchain_id.is_some());
+        let mut neighbours: Vec<Neighbour> = match self.toolchain_id {
+            Some(tc) => self.conn.rows_at_most(
+                sql,
+                args![group_key, exclude_key, self.target_id, tc],
+                max_scanned,
+                neighbour,
+            ),
+            None => self.conn.rows_at_most(
+                sql,
+                args![group_key, exclude_key, self.target_id],
+                max_scanned,
+                neighbour,
+            ),
+        }
+        .at(self.path)?;
         neighbours.sort_by(|a, b| {
             a.distance
                 .total_cmp(&b.distance)
@@ -533,7 +532,7 @@ impl<'a> Lookup<'a> {
 
     /// The records of one task on the target (and toolchain), fastest first.
     fn records_of(&self, task_id: i64) -> Result<Vec<TaskRecord>> {
-        let record = |r: &rusqlite::Row| {
+        let record = |r: &Row| {
             Ok(TaskRecord {
                 record_id: r.get(0)?,
                 trace_id: r.get(1)?,
@@ -541,35 +540,26 @@ impl<'a> Lookup<'a> {
             })
         };
         match self.toolchain_id {
-            Some(tc) => self
-                .conn
-                .prepare_cached(
-                    "SELECT id, trace_id, mean_latency FROM records
-                         WHERE task_id = ?1 AND target_id = ?2 AND toolchain_id = ?3 ORDER BY mean_latency, trace_id",
-                )
-                .and_then(|mut s| {
-                    s.query_map(params![task_id, self.target_id, tc], record)?
-                        .collect()
-                })
-                .at(self.path),
-            None => self
-                .conn
-                .prepare_cached(
-                    "SELECT id, trace_id, mean_latency FROM records
-                         WHERE task_id = ?1 AND target_id = ?2 ORDER BY mean_latency, trace_id",
-                )
-                .and_then(|mut s| {
-                    s.query_map(params![task_id, self.target_id], record)?
-                        .collect()
-                })
-                .at(self.path),
+            Some(tc) => self.conn.rows(
+                "SELECT id, trace_id, mean_latency FROM records
+                     WHERE task_id = ?1 AND target_id = ?2 AND toolchain_id = ?3 ORDER BY mean_latency, trace_id",
+                args![task_id, self.target_id, tc],
+                record,
+            ),
+            None => self.conn.rows(
+                "SELECT id, trace_id, mean_latency FROM records
+                     WHERE task_id = ?1 AND target_id = ?2 ORDER BY mean_latency, trace_id",
+                args![task_id, self.target_id],
+                record,
+            ),
         }
+        .at(self.path)
     }
 }
 
 /// Reads of stored records, shared by lookups and seeds by digest.
 struct Rows<'a> {
-    conn: &'a Connection,
+    conn: &'a Db,
     path: &'a Path,
 }
 
@@ -619,13 +609,12 @@ impl Rows<'_> {
 
     fn stored_record(&self, record_id: i64) -> Result<StoredRecord> {
         self.conn
-            .prepare_cached(
+            .one(
                 "SELECT r.task_id, r.toolchain_id, r.mean_latency, r.num_samples, r.model, r.task_name,
                             tr.trace_json, tr.digest, r.trials, r.source, r.target_id
                      FROM records r JOIN traces tr ON tr.id = r.trace_id WHERE r.id = ?1",
-            )
-            .and_then(|mut s| {
-                s.query_row([record_id], |r| {
+                args![record_id],
+                |r| {
                     Ok(StoredRecord {
                         task_id: r.get(0)?,
                         toolchain_id: r.get(1)?,
@@ -639,8 +628,8 @@ impl Rows<'_> {
                         origin: r.get(9)?,
                         target_id: r.get(10)?,
                     })
-                })
-            })
+                },
+            )
             .at(self.path)
     }
 
@@ -648,16 +637,12 @@ impl Rows<'_> {
     /// (0 when none is known).
     fn task_effort(&self, record: &StoredRecord) -> Result<i64> {
         self.conn
-            .prepare_cached(
+            .one(
                 "SELECT coalesce(max(trials), 0) FROM records
                      WHERE task_id = ?1 AND target_id = ?2 AND toolchain_id = ?3",
+                args![record.task_id, record.target_id, record.toolchain_id],
+                |r| r.get(0),
             )
-            .and_then(|mut s| {
-                s.query_row(
-                    [record.task_id, record.target_id, record.toolchain_id],
-                    |r| r.get(0),
-                )
-            })
             .at(self.path)
     }
 
@@ -665,9 +650,10 @@ impl Rows<'_> {
     /// encoding) is unknown.
     fn source_keys(&self, task_id: i64) -> Result<SourceKeys> {
         self.conn
-            .prepare_cached("SELECT exact_key, tvm_hash, features_json FROM tasks WHERE id = ?1")
-            .and_then(|mut s| {
-                s.query_row([task_id], |r| {
+            .one(
+                "SELECT exact_key, tvm_hash, features_json FROM tasks WHERE id = ?1",
+                args![task_id],
+                |r| {
                     let exact: Option<String> = r.get(0)?;
                     let hash: Option<String> = r.get(1)?;
                     let features: Option<String> = r.get(2)?;
@@ -680,17 +666,18 @@ impl Rows<'_> {
                             .map(|f| f.flops)
                             .filter(|f| *f > 0.0),
                     })
-                })
-            })
+                },
+            )
             .at(self.path)
     }
 
     fn toolchain(&self, toolchain_id: i64) -> Result<Toolchain> {
         self.conn
-            .prepare_cached(
+            .one(
                 "SELECT tvm_version, tvm_ffi_version, llvm_version FROM toolchains WHERE id = ?1",
+                args![toolchain_id],
+                |r| toolchain_columns(r, 0),
             )
-            .and_then(|mut s| s.query_row([toolchain_id], |r| toolchain_columns(r, 0)))
             .at(self.path)
     }
 }
@@ -717,22 +704,16 @@ impl Cache {
     pub fn source_workload(&self, source: &SourceTask) -> Result<Option<String>> {
         let path = &self.path;
         let row = match (&source.exact_key, source.tvm_hash) {
-            (Some(k), _) => self
-                .conn
-                .prepare_cached("SELECT workload_json FROM tasks WHERE exact_key = ?1")
-                .and_then(|mut s| {
-                    s.query_row([k.to_string()], |r| r.get::<_, Option<String>>(0))
-                        .optional()
-                }),
-            (None, Some(h)) => self
-                .conn
-                .prepare_cached(
-                    "SELECT workload_json FROM tasks WHERE tvm_hash = ?1 AND exact_key IS NULL",
-                )
-                .and_then(|mut s| {
-                    s.query_row([h.to_string()], |r| r.get::<_, Option<String>>(0))
-                        .optional()
-                }),
+            (Some(k), _) => self.conn.opt(
+                "SELECT workload_json FROM tasks WHERE exact_key = ?1",
+                args![k.to_string()],
+                |r| r.get::<Option<String>>(0),
+            ),
+            (None, Some(h)) => self.conn.opt(
+                "SELECT workload_json FROM tasks WHERE tvm_hash = ?1 AND exact_key IS NULL",
+                args![h.to_string()],
+                |r| r.get::<Option<String>>(0),
+            ),
             (None, None) => return Ok(None),
         };
         Ok(row.at(path)?.flatten().filter(|j| !j.is_empty()))
@@ -755,7 +736,7 @@ impl Cache {
                 format!("'{digest}' is not 64 hex digits"),
             ));
         };
-        let tx = self.conn.unchecked_transaction().at(&self.path)?;
+        let tx = self.conn.begin_read().at(&self.path)?;
         let Some(tc) = toolchain_id(&tx, &self.path, toolchain)? else {
             return Ok(None);
         };
@@ -763,17 +744,13 @@ impl Cache {
             return Ok(None);
         };
         let best: Option<(i64, i64, f64)> = tx
-            .prepare_cached(
+            .opt(
                 "SELECT r.id, r.trace_id, r.mean_latency FROM records r JOIN traces tr ON tr.id = r.trace_id
                   WHERE tr.digest = ?1 AND r.target_id = ?2 AND r.toolchain_id = ?3
                   ORDER BY r.mean_latency, r.id LIMIT 1",
+                args![bytes.to_vec(), target_id, tc],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
-            .and_then(|mut st| {
-                st.query_row(params![bytes.to_vec(), target_id, tc], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-                })
-                .optional()
-            })
             .at(&self.path)?;
         let Some((record_id, trace_id, mean_latency)) = best else {
             return Ok(None);
@@ -801,7 +778,7 @@ impl Cache {
             return Ok(Vec::new());
         }
         // One read transaction: a consistent snapshot while other processes write.
-        let tx = self.conn.unchecked_transaction().at(&self.path)?;
+        let tx = self.conn.begin_read().at(&self.path)?;
         let Some(lookup) = Lookup::resolve(&tx, &self.path, &self.config.ranking, q)? else {
             return Ok(Vec::new());
         };

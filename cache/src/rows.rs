@@ -3,20 +3,19 @@
 //! Everything here reads through any connection or transaction and writes nothing, so the
 //! modules above depend on this one and never on each other for it.
 
+use crate::db::{args, Db, DbResult, Row};
 use crate::error::{CacheError, Result, SqliteContext};
 use crate::model::{Target, Toolchain, TraceDigest};
-use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 
 /// The number of records kept per (task, target, toolchain), from the settings table.
-pub(crate) fn read_best_k(conn: &Connection, path: &Path) -> Result<usize> {
+pub(crate) fn read_best_k(conn: &Db, path: &Path) -> Result<usize> {
     let v: Option<String> = conn
-        .query_row(
+        .opt(
             "SELECT value FROM settings WHERE name = 'best_k'",
-            [],
+            &[],
             |r| r.get(0),
         )
-        .optional()
         .at(path)?;
     v.as_deref()
         .and_then(|s| s.parse::<usize>().ok())
@@ -28,28 +27,27 @@ pub(crate) fn read_best_k(conn: &Connection, path: &Path) -> Result<usize> {
 }
 
 /// The id of `t`'s toolchain row, if the cache knows it.
-pub(crate) fn toolchain_id(conn: &Connection, path: &Path, t: &Toolchain) -> Result<Option<i64>> {
-    conn.prepare_cached(
+pub(crate) fn toolchain_id(conn: &Db, path: &Path, t: &Toolchain) -> Result<Option<i64>> {
+    conn.opt(
         "SELECT id FROM toolchains WHERE tvm_version = ?1 AND tvm_ffi_version = ?2 AND llvm_version = ?3",
+        args![t.tvm, t.tvm_ffi, t.llvm],
+        |r| r.get(0),
     )
-    .and_then(|mut s| s.query_row(params![t.tvm, t.tvm_ffi, t.llvm], |r| r.get(0)).optional())
     .at(path)
 }
 
 /// The canonical target that the spelling `t` was registered for under `toolchain_id`.
 pub(crate) fn spelled_target(
-    conn: &Connection,
+    conn: &Db,
     path: &Path,
     t: &Target,
     toolchain_id: i64,
 ) -> Result<Option<i64>> {
-    conn.prepare_cached(
+    conn.opt(
         "SELECT target_id FROM target_spellings WHERE spelling = ?1 AND toolchain_id = ?2",
+        args![t.canonical_json(), toolchain_id],
+        |r| r.get(0),
     )
-    .and_then(|mut s| {
-        s.query_row(params![t.canonical_json(), toolchain_id], |r| r.get(0))
-            .optional()
-    })
     .at(path)
 }
 
@@ -58,7 +56,7 @@ pub(crate) fn spelled_target(
 /// with no toolchain (one the cache does not know, or a lookup across toolchains), a
 /// registration under any toolchain counts.
 pub(crate) fn resolve_target(
-    conn: &Connection,
+    conn: &Db,
     path: &Path,
     t: &Target,
     toolchain_id: Option<i64>,
@@ -69,25 +67,29 @@ pub(crate) fn resolve_target(
         }
     }
     let own: Option<i64> = conn
-        .prepare_cached("SELECT id FROM targets WHERE canonical_json = ?1")
-        .and_then(|mut s| s.query_row([t.canonical_json()], |r| r.get(0)).optional())
+        .opt(
+            "SELECT id FROM targets WHERE canonical_json = ?1",
+            args![t.canonical_json()],
+            |r| r.get(0),
+        )
         .at(path)?;
     if own.is_some() || toolchain_id.is_some() {
         return Ok(own);
     }
-    conn.prepare_cached(
+    conn.opt(
         "SELECT target_id FROM target_spellings WHERE spelling = ?1 ORDER BY toolchain_id LIMIT 1",
+        args![t.canonical_json()],
+        |r| r.get(0),
     )
-    .and_then(|mut s| s.query_row([t.canonical_json()], |r| r.get(0)).optional())
     .at(path)
 }
 
 /// A toolchain stored as three columns (TVM, tvm-ffi and LLVM versions) from `first` on.
-pub(crate) fn toolchain_columns(r: &rusqlite::Row, first: usize) -> rusqlite::Result<Toolchain> {
+pub(crate) fn toolchain_columns(r: &Row, first: usize) -> DbResult<Toolchain> {
     Ok(Toolchain::new(
-        r.get::<_, String>(first)?,
-        r.get::<_, String>(first + 1)?,
-        r.get::<_, String>(first + 2)?,
+        r.get::<String>(first)?,
+        r.get::<String>(first + 1)?,
+        r.get::<String>(first + 2)?,
     ))
 }
 

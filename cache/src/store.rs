@@ -1,5 +1,9 @@
-//! The persistent store: opening a cache file, writing records, best-k pruning, statistics
-//! and garbage collection.
+//! The persistent store: opening a cache (a file, or a PostgreSQL server shared by many
+//! tuning machines), writing records, best-k pruning, statistics and garbage collection.
+//!
+//! A server cache gives the same guarantees through the same statements (see [`crate::db`]):
+//! one writer at a time (a transaction-scoped advisory lock), readers on consistent
+//! snapshots, and a killed process leaves no partial transaction.
 //!
 //! Concurrency and crash safety come from SQLite: the file is in WAL mode, so readers never
 //! block the one writer; every write is one `BEGIN IMMEDIATE` transaction (the write lock is
@@ -9,6 +13,7 @@
 //! crashes; a power loss may forget the last commits but never corrupts the file.
 
 use crate::config::CacheConfig;
+use crate::db::{args, Db};
 use crate::error::{CacheError, Result, SqliteContext};
 use crate::model::{
     canonical_json, features_to_json, record_latency, NewRecord, Provenance, Target, TaskEntry,
@@ -16,10 +21,10 @@ use crate::model::{
 };
 use crate::rows::{read_best_k, spelled_target, toolchain_columns, trace_digest};
 use crate::schema;
+use crate::server::{is_server_url, PgConn, ServerUrl};
 use rusqlite::config::DbConfig;
-use rusqlite::{
-    params, Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior,
-};
+use rusqlite::{Connection, OpenFlags};
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -33,7 +38,8 @@ const PAGE_CACHE_KIB: i64 = 32 * 1024;
 
 /// An open task cache.
 pub struct Cache {
-    pub(crate) conn: Connection,
+    pub(crate) conn: Db,
+    /// The file, or the server's URL without its password.
     pub(crate) path: PathBuf,
     pub(crate) config: CacheConfig,
 }
@@ -70,7 +76,7 @@ pub struct Stats {
     pub targets: Vec<(String, String, u64)>,
     /// Per toolchain: records.
     pub toolchains: Vec<(Toolchain, u64)>,
-    /// Bytes of the database file plus its WAL.
+    /// Bytes of the database file plus its WAL (of the whole database on a server).
     pub file_bytes: u64,
 }
 
@@ -123,8 +129,13 @@ impl Cache {
         Cache::open_with(path, CacheConfig::default(), false)
     }
 
-    /// Opens with explicit configuration; `create` says whether a missing file is created.
+    /// Opens with explicit configuration; `create` says whether a missing file is created
+    /// (on a server: whether a database without tgc's schema gets it). A location
+    /// `postgres://...` is a server (see [`crate::server`]).
     pub fn open_with(path: impl AsRef<Path>, config: CacheConfig, create: bool) -> Result<Cache> {
+        if is_server_url(path.as_ref()) {
+            return Cache::open_server(path.as_ref(), config, create);
+        }
         let path = path.as_ref().to_path_buf();
         match std::fs::metadata(&path) {
             Ok(m) if m.is_dir() => {
@@ -144,9 +155,14 @@ impl Cache {
             }
             Err(e) => return Err(CacheError::io(&path, e)),
         }
-        let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        if create {
-            flags |= OpenFlags::SQLITE_OPEN_CREATE;
+        let mut flags = OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        if config.read_only {
+            flags |= OpenFlags::SQLITE_OPEN_READ_ONLY;
+        } else {
+            flags |= OpenFlags::SQLITE_OPEN_READ_WRITE;
+            if create {
+                flags |= OpenFlags::SQLITE_OPEN_CREATE;
+            }
         }
         let mut conn = Connection::open_with_flags(&path, flags).at(&path)?;
         conn.busy_timeout(config.busy_timeout).at(&path)?;
@@ -159,21 +175,71 @@ impl Cache {
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_TRUSTED_SCHEMA, false)
             .at(&path)?;
         // Reading the header first turns a garbage file into NotADatabase right here.
-        schema::user_version(&conn, &path)?;
-        enable_wal(&conn, &path, config.busy_timeout)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .at(&path)?;
+        let version = schema::user_version(&conn, &path)?;
+        if !config.read_only {
+            enable_wal(&conn, &path, config.busy_timeout)?;
+            conn.pragma_update(None, "synchronous", "NORMAL")
+                .at(&path)?;
+        }
         // Lookups read through a memory map and keep hot index pages in a larger page cache.
         conn.pragma_update(None, "mmap_size", MMAP_BYTES)
             .at(&path)?;
         conn.pragma_update(None, "cache_size", -PAGE_CACHE_KIB)
             .at(&path)?;
         conn.pragma_update(None, "foreign_keys", true).at(&path)?;
-        schema::migrate(&mut conn, &path, schema::MIGRATIONS)?;
-        Ok(Cache { conn, path, config })
+        if config.read_only {
+            schema::require_current(&path, version)?;
+        } else {
+            schema::migrate(&mut conn, &path, schema::MIGRATIONS)?;
+        }
+        Ok(Cache {
+            conn: Db::Lite(conn),
+            path,
+            config,
+        })
     }
 
-    /// The cache file.
+    /// Opens the cache on the PostgreSQL server of `url`.
+    fn open_server(url: &Path, config: CacheConfig, create: bool) -> Result<Cache> {
+        let text = url.to_str().unwrap_or_default();
+        let server = ServerUrl::parse(
+            text,
+            config.busy_timeout.min(std::time::Duration::from_secs(10)),
+        )
+        .map_err(|detail| CacheError::Server {
+            location: PathBuf::from(
+                text.split_once("://")
+                    .map_or("postgres", |(s, _)| s)
+                    .to_string()
+                    + "://...",
+            ),
+            detail,
+        })?;
+        let location = PathBuf::from(&server.shown);
+        let conn = PgConn::connect(server.config, config.read_only).at(&location)?;
+        let conn = Db::Pg(RefCell::new(conn));
+        let version = schema::server_version(&conn).at(&location)?;
+        if version == 0 && !create {
+            return Err(CacheError::Missing { path: location });
+        }
+        if config.read_only {
+            schema::require_current(&location, version)?;
+        } else {
+            schema::migrate_server(&conn, &location)?;
+        }
+        Ok(Cache {
+            conn,
+            path: location,
+            config,
+        })
+    }
+
+    /// Whether this cache is on a server.
+    pub fn is_server(&self) -> bool {
+        self.conn.is_server()
+    }
+
+    /// The cache file, or the server's URL without its password.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -182,6 +248,10 @@ impl Cache {
     /// the cache (`<cache>.cost-models/<kind>-<digest>.tar`, MetaSchedule's XGB model tar,
     /// written by the TVM worker). It depends only on the cache's path, so jobs that share
     /// a cache share the model.
+    ///
+    /// A cache on a server keeps its cost models on this machine
+    /// (`<user cache dir>/tgc/cost-models/<digest of the URL without password>/`): the model
+    /// files are Python pickles, and a file another machine wrote must never be unpickled.
     pub fn cost_model_path(cache_path: &Path, target: &Target, toolchain: &Toolchain) -> PathBuf {
         let mut h = blake3::Hasher::new();
         for part in [
@@ -194,6 +264,19 @@ impl Cache {
             h.update(&[0]);
         }
         let digest = h.finalize().to_hex();
+        if is_server_url(cache_path) {
+            let shown = cache_path
+                .to_str()
+                .and_then(|u| ServerUrl::parse(u, std::time::Duration::from_secs(1)).ok())
+                .map_or_else(|| "postgres".to_string(), |u| u.shown);
+            let server = blake3::hash(shown.as_bytes()).to_hex();
+            let base = dirs::cache_dir()
+                .unwrap_or_else(std::env::temp_dir)
+                .join("tgc")
+                .join("cost-models")
+                .join(&server[..16]);
+            return base.join(format!("{}-{}.tar", target.kind(), &digest[..16]));
+        }
         let mut dir = cache_path.as_os_str().to_owned();
         dir.push(".cost-models");
         PathBuf::from(dir).join(format!("{}-{}.tar", target.kind(), &digest[..16]))
@@ -215,9 +298,9 @@ impl Cache {
         }
         let path = self.path.clone();
         let tx = self.write_tx()?;
-        tx.execute(
+        tx.exec(
             "UPDATE settings SET value = ?1 WHERE name = 'best_k'",
-            [k.to_string()],
+            args![k.to_string()],
         )
         .at(&path)?;
         let pruned = prune_all(&tx, &path, k)?;
@@ -251,18 +334,18 @@ impl Cache {
         let target_id = w.target(canonical)?;
         let mut moved = 0;
         if spelling != canonical {
-            tx.prepare_cached(
+            tx.exec(
                 "INSERT INTO target_spellings(spelling, toolchain_id, target_id) VALUES (?1, ?2, ?3)
                  ON CONFLICT(spelling, toolchain_id) DO UPDATE SET target_id = excluded.target_id",
+                args![spelling.canonical_json(), toolchain_id, target_id],
             )
-            .and_then(|mut s| s.execute(params![spelling.canonical_json(), toolchain_id, target_id]))
             .at(&path)?;
             let legacy: Option<i64> = tx
-                .prepare_cached("SELECT id FROM targets WHERE canonical_json = ?1")
-                .and_then(|mut s| {
-                    s.query_row([spelling.canonical_json()], |r| r.get(0))
-                        .optional()
-                })
+                .opt(
+                    "SELECT id FROM targets WHERE canonical_json = ?1",
+                    args![spelling.canonical_json()],
+                    |r| r.get(0),
+                )
                 .at(&path)?;
             if let Some(legacy) = legacy {
                 moved = w.move_records(legacy, target_id, toolchain_id)?;
@@ -339,48 +422,40 @@ impl Cache {
     /// Counts of the cache's contents.
     pub fn stats(&self) -> Result<Stats> {
         let p = &self.path;
+        let tx = self.conn.begin_read().at(p)?;
         let count = |sql: &str| -> Result<u64> {
-            self.conn
-                .query_row(sql, [], |r| r.get::<_, i64>(0))
+            tx.one(sql, &[], |r| r.get::<i64>(0))
                 .at(p)
                 .map(|n| n as u64)
         };
-        let mut targets = Vec::new();
-        let mut stmt = self
-            .conn
-            .prepare(
+        let targets = tx
+            .rows(
                 "SELECT t.kind, t.canonical_json, (SELECT count(*) FROM records r WHERE r.target_id = t.id)
                  FROM targets t ORDER BY t.kind, t.canonical_json",
+                &[],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get::<i64>(2)? as u64)),
             )
             .at(p)?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as u64))
-            })
-            .at(p)?;
-        for row in rows {
-            targets.push(row.at(p)?);
-        }
-        let mut toolchains = Vec::new();
-        let mut stmt = self
-            .conn
-            .prepare(
+        let toolchains = tx
+            .rows(
                 "SELECT c.tvm_version, c.tvm_ffi_version, c.llvm_version,
                         (SELECT count(*) FROM records r WHERE r.toolchain_id = c.id)
                  FROM toolchains c ORDER BY c.tvm_version, c.tvm_ffi_version, c.llvm_version",
+                &[],
+                |r| Ok((toolchain_columns(r, 0)?, r.get::<i64>(3)? as u64)),
             )
             .at(p)?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok((toolchain_columns(r, 0)?, r.get::<_, i64>(3)? as u64))
-            })
-            .at(p)?;
-        for row in rows {
-            toolchains.push(row.at(p)?);
-        }
+        let file_bytes = match tx.lite() {
+            Some(_) => file_bytes(p),
+            None => tx
+                .one("SELECT pg_database_size(current_database())", &[], |r| {
+                    r.get::<i64>(0)
+                })
+                .at(p)? as u64,
+        };
         Ok(Stats {
             path: p.clone(),
-            schema_version: schema::user_version(&self.conn, p)?,
+            schema_version: schema::version(&tx).at(p)?,
             best_k: self.best_k()?,
             tasks: count("SELECT count(*) FROM tasks WHERE exact_key IS NOT NULL")?,
             imported_workloads: count("SELECT count(*) FROM tasks WHERE exact_key IS NULL")?,
@@ -392,7 +467,7 @@ impl Cache {
             records: count("SELECT count(*) FROM records")?,
             targets,
             toolchains,
-            file_bytes: file_bytes(p),
+            file_bytes,
         })
     }
 
@@ -402,37 +477,42 @@ impl Cache {
     pub fn gc(&mut self, vacuum: bool) -> Result<GcSummary> {
         let path = self.path.clone();
         let mut s = GcSummary {
-            bytes_before: file_bytes(&path),
+            bytes_before: self.stats()?.file_bytes,
             ..GcSummary::default()
         };
         let tx = self.write_tx()?;
         let k = read_best_k(&tx, &path)?;
         s.records = prune_all(&tx, &path, k)?;
         s.traces = delete_orphan_traces(&tx, &path)?;
-        s.tasks = tx.execute("DELETE FROM tasks WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.task_id = tasks.id)", []).at(&path)?;
+        s.tasks = tx.exec("DELETE FROM tasks WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.task_id = tasks.id)", &[]).at(&path)?;
         s.targets = tx
-            .execute("DELETE FROM targets WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.target_id = targets.id)", [])
+            .exec("DELETE FROM targets WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.target_id = targets.id)", &[])
             .at(&path)?;
         s.toolchains = tx
-            .execute("DELETE FROM toolchains WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.toolchain_id = toolchains.id)", [])
+            .exec("DELETE FROM toolchains WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.toolchain_id = toolchains.id)", &[])
             .at(&path)?;
         tx.commit().at(&path)?;
         if vacuum {
-            self.conn.execute_batch("VACUUM").at(&path)?;
+            // Both dialects spell it so; outside any transaction on both.
+            self.conn.batch("VACUUM").at(&path)?;
         }
-        // Best effort: readers of other processes may hold the WAL; then it shrinks later.
-        let _ = self
-            .conn
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
-        s.bytes_after = file_bytes(&path);
+        if let Some(conn) = self.conn.lite() {
+            // Best effort: readers of other processes may hold the WAL; then it shrinks later.
+            let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        }
+        s.bytes_after = self.stats()?.file_bytes;
         Ok(s)
     }
 
     /// A write transaction that holds the write lock from its start.
-    pub(crate) fn write_tx(&mut self) -> Result<Transaction<'_>> {
-        self.conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .at(&self.path)
+    pub(crate) fn write_tx(&mut self) -> Result<crate::db::Txn<'_>> {
+        if self.config.read_only {
+            return Err(CacheError::ReadOnly {
+                location: self.path.clone(),
+                detail: "opened read-only".into(),
+            });
+        }
+        self.conn.begin_write().at(&self.path)
     }
 }
 
@@ -460,20 +540,20 @@ fn enable_wal(conn: &Connection, path: &Path, timeout: Duration) -> Result<()> {
     }
 }
 
-fn prune_all(tx: &Transaction, path: &Path, k: usize) -> Result<usize> {
-    tx.execute(
+fn prune_all(tx: &Db, path: &Path, k: usize) -> Result<usize> {
+    tx.exec(
         "DELETE FROM records WHERE id IN (
            SELECT id FROM (
              SELECT id, row_number() OVER (PARTITION BY task_id, target_id, toolchain_id ORDER BY mean_latency, id) AS rn
-             FROM records)
+             FROM records) AS ranked
            WHERE rn > ?1)",
-        [k as i64],
+        args![k as i64],
     )
     .at(path)
 }
 
-fn delete_orphan_traces(tx: &Transaction, path: &Path) -> Result<usize> {
-    tx.execute("DELETE FROM traces WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.trace_id = traces.id)", []).at(path)
+fn delete_orphan_traces(tx: &Db, path: &Path) -> Result<usize> {
+    tx.exec("DELETE FROM traces WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.trace_id = traces.id)", &[]).at(path)
 }
 
 /// The records of one task on one target under one toolchain: the unit of best-k.
@@ -546,14 +626,14 @@ struct GroupFill {
 
 /// Write helpers inside one transaction (shared by `put` and MetaSchedule import).
 pub(crate) struct Writer<'a> {
-    tx: &'a Transaction<'a>,
+    tx: &'a Db,
     path: &'a Path,
     best_k: usize,
     now: i64,
 }
 
 impl<'a> Writer<'a> {
-    pub(crate) fn new(tx: &'a Transaction<'a>, path: &'a Path) -> Result<Writer<'a>> {
+    pub(crate) fn new(tx: &'a Db, path: &'a Path) -> Result<Writer<'a>> {
         Ok(Writer {
             tx,
             path,
@@ -564,22 +644,24 @@ impl<'a> Writer<'a> {
 
     pub(crate) fn target(&mut self, t: &Target) -> Result<i64> {
         self.tx
-            .prepare_cached(
+            .one(
                 "INSERT INTO targets(kind, canonical_json) VALUES (?1, ?2)
                  ON CONFLICT(canonical_json) DO UPDATE SET kind = excluded.kind RETURNING id",
+                args![t.kind(), t.canonical_json()],
+                |r| r.get(0),
             )
-            .and_then(|mut s| s.query_row(params![t.kind(), t.canonical_json()], |r| r.get(0)))
             .at(self.path)
     }
 
     pub(crate) fn toolchain(&mut self, t: &Toolchain) -> Result<i64> {
         self.tx
-            .prepare_cached(
+            .one(
                 "INSERT INTO toolchains(tvm_version, tvm_ffi_version, llvm_version) VALUES (?1, ?2, ?3)
                  ON CONFLICT(tvm_version, tvm_ffi_version, llvm_version) DO UPDATE SET tvm_version = excluded.tvm_version
                  RETURNING id",
+                args![t.tvm, t.tvm_ffi, t.llvm],
+                |r| r.get(0),
             )
-            .and_then(|mut s| s.query_row(params![t.tvm, t.tvm_ffi, t.llvm], |r| r.get(0)))
             .at(self.path)
     }
 
@@ -599,14 +681,13 @@ impl<'a> Writer<'a> {
         let path = self.path;
         let rows: Vec<MovingRecord> = self
             .tx
-            .prepare(
+            .rows(
                 "SELECT r.task_id, tr.digest, tr.trace_json, r.latencies_json, r.args_info_json,
                         r.model, r.task_name, r.trials, r.source, r.created_at
                  FROM records r JOIN traces tr ON tr.id = r.trace_id
                  WHERE r.target_id = ?1 AND r.toolchain_id = ?2 ORDER BY r.id",
-            )
-            .and_then(|mut s| {
-                s.query_map(params![from, toolchain_id], |r| {
+                args![from, toolchain_id],
+                |r| {
                     Ok(MovingRecord {
                         task_id: r.get(0)?,
                         digest: r.get(1)?,
@@ -616,25 +697,22 @@ impl<'a> Writer<'a> {
                         provenance: Provenance {
                             model: r.get(5)?,
                             task_name: r.get(6)?,
-                            trials: r
-                                .get::<_, Option<i64>>(7)?
-                                .and_then(|t| u32::try_from(t).ok()),
+                            trials: r.get::<Option<i64>>(7)?.and_then(|t| u32::try_from(t).ok()),
                             source: r.get(8)?,
                             created_at: Some(r.get(9)?),
                         },
                     })
-                })?
-                .collect()
-            })
+                },
+            )
             .at(path)?;
         if rows.is_empty() {
             return Ok(0);
         }
         // Delete first (the traces stay until the end), then store again under `to`.
         self.tx
-            .execute(
+            .exec(
                 "DELETE FROM records WHERE target_id = ?1 AND toolchain_id = ?2",
-                params![from, toolchain_id],
+                args![from, toolchain_id],
             )
             .at(path)?;
         let mut summary = PutSummary::default();
@@ -681,27 +759,23 @@ impl<'a> Writer<'a> {
             None => (None, None),
         };
         self.tx
-            .prepare_cached(
+            .one(
                 "INSERT INTO tasks(exact_key, structural_key, family_key, features_json, tvm_hash, workload_json)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT(exact_key) DO UPDATE SET
-                   tvm_hash = coalesce(excluded.tvm_hash, tvm_hash),
-                   workload_json = coalesce(excluded.workload_json, workload_json)
+                   tvm_hash = coalesce(excluded.tvm_hash, tasks.tvm_hash),
+                   workload_json = coalesce(excluded.workload_json, tasks.workload_json)
                  RETURNING id",
+                args![
+                    t.keys.exact.to_string(),
+                    t.keys.structural.to_string(),
+                    t.keys.family.to_string(),
+                    features_to_json(&t.features),
+                    hash,
+                    wl
+                ],
+                |r| r.get(0),
             )
-            .and_then(|mut s| {
-                s.query_row(
-                    params![
-                        t.keys.exact.to_string(),
-                        t.keys.structural.to_string(),
-                        t.keys.family.to_string(),
-                        features_to_json(&t.features),
-                        hash,
-                        wl
-                    ],
-                    |r| r.get(0),
-                )
-            })
             .at(self.path)
     }
 
@@ -710,17 +784,21 @@ impl<'a> Writer<'a> {
         let hash = w.tvm_hash.to_string();
         let existing: Option<i64> = self
             .tx
-            .prepare_cached("SELECT id FROM tasks WHERE tvm_hash = ?1 AND exact_key IS NULL")
-            .and_then(|mut s| s.query_row([&hash], |r| r.get(0)).optional())
+            .opt(
+                "SELECT id FROM tasks WHERE tvm_hash = ?1 AND exact_key IS NULL",
+                args![hash],
+                |r| r.get(0),
+            )
             .at(self.path)?;
         if let Some(id) = existing {
             return Ok(id);
         }
         self.tx
-            .prepare_cached(
+            .one(
                 "INSERT INTO tasks(tvm_hash, workload_json) VALUES (?1, ?2) RETURNING id",
+                args![hash, w.json],
+                |r| r.get(0),
             )
-            .and_then(|mut s| s.query_row(params![hash, w.json], |r| r.get(0)))
             .at(self.path)
     }
 
@@ -735,8 +813,11 @@ impl<'a> Writer<'a> {
         let digest = r.trace.digest();
         let trace_id: Option<i64> = self
             .tx
-            .prepare_cached("SELECT id FROM traces WHERE digest = ?1")
-            .and_then(|mut s| s.query_row([&digest.0[..]], |r| r.get(0)).optional())
+            .opt(
+                "SELECT id FROM traces WHERE digest = ?1",
+                args![digest.0[..]],
+                |r| r.get(0),
+            )
             .at(self.path)?;
         if let Some(trace_id) = trace_id {
             if let Some(existing) = self.stored_measurement(g, trace_id)? {
@@ -761,10 +842,11 @@ impl<'a> Writer<'a> {
             Some(id) => id,
             None => self
                 .tx
-                .prepare_cached(
+                .one(
                     "INSERT INTO traces(digest, trace_json) VALUES (?1, ?2) RETURNING id",
+                    args![digest.0[..], r.trace.json()],
+                    |r| r.get(0),
                 )
-                .and_then(|mut s| s.query_row(params![&digest.0[..], r.trace.json()], |r| r.get(0)))
                 .at(self.path)?,
         };
         self.insert_record(g, trace_id, &columns)?;
@@ -778,36 +860,29 @@ impl<'a> Writer<'a> {
     /// The record of trace `trace_id` in `g`, if the group has one.
     fn stored_measurement(&self, g: Group, trace_id: i64) -> Result<Option<StoredMeasurement>> {
         self.tx
-            .prepare_cached(
+            .opt(
                 "SELECT id, mean_latency FROM records
                      WHERE task_id = ?1 AND target_id = ?2 AND toolchain_id = ?3 AND trace_id = ?4",
+                args![g.task_id, g.target_id, g.toolchain_id, trace_id],
+                |r| {
+                    Ok(StoredMeasurement {
+                        record_id: r.get(0)?,
+                        mean_latency: r.get(1)?,
+                    })
+                },
             )
-            .and_then(|mut s| {
-                s.query_row(
-                    params![g.task_id, g.target_id, g.toolchain_id, trace_id],
-                    |r| {
-                        Ok(StoredMeasurement {
-                            record_id: r.get(0)?,
-                            mean_latency: r.get(1)?,
-                        })
-                    },
-                )
-                .optional()
-            })
             .at(self.path)
     }
 
     /// Replaces the measurement and provenance of record `id` (args_info only when given).
     fn remeasure(&self, id: i64, c: &RecordColumns) -> Result<()> {
         self.tx
-            .prepare_cached(
+            .exec(
                 "UPDATE records SET latencies_json = ?2, mean_latency = ?3, num_samples = ?4,
                                args_info_json = coalesce(?5, args_info_json), model = ?6, task_name = ?7,
                                trials = ?8, source = ?9, created_at = ?10
                              WHERE id = ?1",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
+                args![
                     id,
                     c.latencies_json,
                     c.mean_latency,
@@ -818,8 +893,8 @@ impl<'a> Writer<'a> {
                     c.trials,
                     c.source,
                     c.created_at
-                ])
-            })
+                ],
+            )
             .at(self.path)?;
         Ok(())
     }
@@ -827,29 +902,26 @@ impl<'a> Writer<'a> {
     /// How many records `g` holds and the slowest mean latency among them.
     fn group_fill(&self, g: Group) -> Result<GroupFill> {
         self.tx
-            .prepare_cached(
+            .one(
                 "SELECT count(*), max(mean_latency) FROM records WHERE task_id = ?1 AND target_id = ?2 AND toolchain_id = ?3",
-            )
-            .and_then(|mut s| {
-                s.query_row(params![g.task_id, g.target_id, g.toolchain_id], |r| {
+                args![g.task_id, g.target_id, g.toolchain_id],
+                |r| {
                     Ok(GroupFill {
-                        records: r.get::<_, i64>(0)? as usize,
+                        records: r.get::<i64>(0)? as usize,
                         worst: r.get(1)?,
                     })
-                })
-            })
+                },
+            )
             .at(self.path)
     }
 
     fn insert_record(&self, g: Group, trace_id: i64, c: &RecordColumns) -> Result<()> {
         self.tx
-            .prepare_cached(
+            .exec(
                 "INSERT INTO records(task_id, target_id, toolchain_id, trace_id, args_info_json, latencies_json,
                    mean_latency, num_samples, model, task_name, trials, source, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
+                args![
                     g.task_id,
                     g.target_id,
                     g.toolchain_id,
@@ -863,8 +935,8 @@ impl<'a> Writer<'a> {
                     c.trials,
                     c.source,
                     c.created_at
-                ])
-            })
+                ],
+            )
             .at(self.path)?;
         Ok(())
     }
@@ -874,21 +946,21 @@ impl<'a> Writer<'a> {
         let path = self.path;
         let trace_ids: Vec<i64> = self
             .tx
-            .prepare_cached(
+            .rows(
                 "DELETE FROM records WHERE task_id = ?1 AND target_id = ?2 AND toolchain_id = ?3 AND id NOT IN (
                    SELECT id FROM records WHERE task_id = ?1 AND target_id = ?2 AND toolchain_id = ?3
                    ORDER BY mean_latency, id LIMIT ?4)
                  RETURNING trace_id",
+                args![g.task_id, g.target_id, g.toolchain_id, self.best_k as i64],
+                |r| r.get(0),
             )
-            .and_then(|mut s| {
-                s.query_map(params![g.task_id, g.target_id, g.toolchain_id, self.best_k as i64], |r| r.get(0))?
-                    .collect::<rusqlite::Result<Vec<i64>>>()
-            })
             .at(path)?;
         for id in &trace_ids {
             self.tx
-                .prepare_cached("DELETE FROM traces WHERE id = ?1 AND NOT EXISTS (SELECT 1 FROM records WHERE trace_id = ?1)")
-                .and_then(|mut s| s.execute([id]))
+                .exec(
+                    "DELETE FROM traces WHERE id = ?1 AND NOT EXISTS (SELECT 1 FROM records WHERE trace_id = ?1)",
+                    args![id],
+                )
                 .at(path)?;
         }
         Ok(trace_ids.len())

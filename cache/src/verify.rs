@@ -1,4 +1,5 @@
-//! `verify`: SQLite's own integrity and foreign-key checks plus the cache's invariants.
+//! `verify`: SQLite's own integrity and foreign-key checks (a server enforces both itself)
+//! plus the cache's invariants.
 //!
 //! Invariants beyond what the schema's constraints enforce on write:
 //! - at most `best_k` records per (task, target, toolchain);
@@ -12,11 +13,13 @@
 //! - each target's JSON is canonical and names its kind, and so is each target spelling's,
 //!   with the kind of the target it stands for.
 
+use crate::db::{args, DbError, DbResult};
 use crate::error::{CacheError, Result};
 use crate::model::{canonical_json, features_from_json, Trace, TraceDigest, MS_INVALID_SECS};
 use crate::rows::read_best_k;
 use crate::schema::{self, SCHEMA_VERSION};
 use crate::store::Cache;
+use rusqlite::ErrorCode;
 use serde_json::Value;
 use tgc_canonicalize::TaskKey;
 
@@ -41,7 +44,7 @@ impl VerifyReport {
 }
 
 /// One check: reports problems, counts rows; an SQLite error means it could not finish.
-type Check = fn(&Cache, &mut Problems, &mut VerifyReport) -> rusqlite::Result<()>;
+type Check = fn(&Cache, &mut Problems, &mut VerifyReport) -> DbResult<()>;
 
 /// Problems reported per check, at most; the rest are counted.
 const MAX_PROBLEMS_PER_CHECK: usize = 20;
@@ -79,10 +82,7 @@ impl Cache {
     pub fn verify(&self) -> Result<VerifyReport> {
         let mut report = VerifyReport::default();
         let mut problems = Vec::new();
-        let tx = self
-            .conn
-            .unchecked_transaction()
-            .map_err(|e| CacheError::sqlite(&self.path, e))?;
+        let tx = self.conn.begin_read().map_err(|e| e.at(&self.path))?;
         let checks: [(&'static str, Check); 7] = [
             ("integrity", check_integrity),
             ("foreign keys", check_foreign_keys),
@@ -99,12 +99,15 @@ impl Cache {
                 n: 0,
             };
             if let Err(e) = check(self, &mut p, &mut report) {
-                match e.sqlite_error_code() {
-                    Some(rusqlite::ErrorCode::NotADatabase) => {
+                match &e {
+                    DbError::Lite(le)
+                        if le.sqlite_error_code() == Some(ErrorCode::NotADatabase) =>
+                    {
                         return Err(CacheError::NotADatabase {
                             path: self.path.clone(),
                         })
                     }
+                    DbError::Pg(pe) if pe.is_closed() => return Err(e.at(&self.path)),
                     _ => p.push(format!("cannot read: {e}")),
                 }
             }
@@ -115,8 +118,11 @@ impl Cache {
     }
 }
 
-fn check_integrity(c: &Cache, p: &mut Problems, _: &mut VerifyReport) -> rusqlite::Result<()> {
-    let mut stmt = c.conn.prepare("PRAGMA integrity_check")?;
+fn check_integrity(c: &Cache, p: &mut Problems, _: &mut VerifyReport) -> DbResult<()> {
+    let Some(conn) = c.conn.lite() else {
+        return Ok(());
+    };
+    let mut stmt = conn.prepare("PRAGMA integrity_check")?;
     let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
     for row in rows {
         let line = row?;
@@ -127,8 +133,11 @@ fn check_integrity(c: &Cache, p: &mut Problems, _: &mut VerifyReport) -> rusqlit
     Ok(())
 }
 
-fn check_foreign_keys(c: &Cache, p: &mut Problems, _: &mut VerifyReport) -> rusqlite::Result<()> {
-    let mut stmt = c.conn.prepare("PRAGMA foreign_key_check")?;
+fn check_foreign_keys(c: &Cache, p: &mut Problems, _: &mut VerifyReport) -> DbResult<()> {
+    let Some(conn) = c.conn.lite() else {
+        return Ok(());
+    };
+    let mut stmt = conn.prepare("PRAGMA foreign_key_check")?;
     let rows = stmt.query_map([], |r| {
         Ok((
             r.get::<_, String>(0)?,
@@ -146,11 +155,11 @@ fn check_foreign_keys(c: &Cache, p: &mut Problems, _: &mut VerifyReport) -> rusq
     Ok(())
 }
 
-fn check_schema(c: &Cache, p: &mut Problems, _: &mut VerifyReport) -> rusqlite::Result<()> {
-    match schema::user_version(&c.conn, &c.path) {
+fn check_schema(c: &Cache, p: &mut Problems, _: &mut VerifyReport) -> DbResult<()> {
+    match schema::version(&c.conn) {
         Ok(v) if v == SCHEMA_VERSION => {}
         Ok(v) => p.push(format!("schema version {v}, expected {SCHEMA_VERSION}")),
-        Err(e) => p.push(e.to_string()),
+        Err(e) => p.push(e.at(&c.path).to_string()),
     }
     if let Err(e) = read_best_k(&c.conn, &c.path) {
         p.push(e.to_string());
@@ -158,38 +167,38 @@ fn check_schema(c: &Cache, p: &mut Problems, _: &mut VerifyReport) -> rusqlite::
     Ok(())
 }
 
-fn check_best_k(c: &Cache, p: &mut Problems, _: &mut VerifyReport) -> rusqlite::Result<()> {
+fn check_best_k(c: &Cache, p: &mut Problems, _: &mut VerifyReport) -> DbResult<()> {
     let Ok(k) = read_best_k(&c.conn, &c.path) else {
         return Ok(());
     };
-    let mut stmt = c.conn.prepare(
+    let rows = c.conn.rows(
         "SELECT task_id, target_id, toolchain_id, count(*) FROM records
          GROUP BY task_id, target_id, toolchain_id HAVING count(*) > ?1",
+        args![k as i64],
+        |r| {
+            Ok((
+                r.get::<i64>(0)?,
+                r.get::<i64>(1)?,
+                r.get::<i64>(2)?,
+                r.get::<i64>(3)?,
+            ))
+        },
     )?;
-    let rows = stmt.query_map([k as i64], |r| {
-        Ok((
-            r.get::<_, i64>(0)?,
-            r.get::<_, i64>(1)?,
-            r.get::<_, i64>(2)?,
-            r.get::<_, i64>(3)?,
-        ))
-    })?;
-    for row in rows {
-        let (task, target, toolchain, n) = row?;
+    for (task, target, toolchain, n) in rows {
         p.push(format!("task {task} target {target} toolchain {toolchain} has {n} records, more than best k = {k}"));
     }
     Ok(())
 }
 
-fn check_records(c: &Cache, p: &mut Problems, report: &mut VerifyReport) -> rusqlite::Result<()> {
-    let mut stmt = c.conn.prepare(
+fn check_records(c: &Cache, p: &mut Problems, report: &mut VerifyReport) -> DbResult<()> {
+    type Rec = (i64, String, f64, i64, Option<String>);
+    let rows: Vec<Rec> = c.conn.rows(
         "SELECT id, latencies_json, mean_latency, num_samples, args_info_json FROM records",
+        &[],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
     )?;
-    let mut rows = stmt.query([])?;
-    while let Some(r) = rows.next()? {
+    for (id, lat, mean, n, args) in rows {
         report.records += 1;
-        let (id, lat, mean, n): (i64, String, f64, i64) =
-            (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
         let samples: Option<Vec<f64>> = serde_json::from_str::<Value>(&lat)
             .ok()
             .and_then(|v| {
@@ -221,7 +230,7 @@ fn check_records(c: &Cache, p: &mut Problems, report: &mut VerifyReport) -> rusq
                 "record {id}: mean_latency {mean} but the samples average {actual}"
             ));
         }
-        if let Some(args) = r.get::<_, Option<String>>(4)? {
+        if let Some(args) = args {
             if serde_json::from_str::<Value>(&args).is_err() {
                 p.push(format!("record {id}: args_info is not JSON"));
             }
@@ -230,14 +239,14 @@ fn check_records(c: &Cache, p: &mut Problems, report: &mut VerifyReport) -> rusq
     Ok(())
 }
 
-fn check_traces(c: &Cache, p: &mut Problems, report: &mut VerifyReport) -> rusqlite::Result<()> {
-    let mut stmt = c
-        .conn
-        .prepare("SELECT id, digest, trace_json FROM traces")?;
-    let mut rows = stmt.query([])?;
-    while let Some(r) = rows.next()? {
+fn check_traces(c: &Cache, p: &mut Problems, report: &mut VerifyReport) -> DbResult<()> {
+    let rows: Vec<(i64, Vec<u8>, String)> =
+        c.conn
+            .rows("SELECT id, digest, trace_json FROM traces", &[], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?;
+    for (id, digest, json) in rows {
         report.traces += 1;
-        let (id, digest, json): (i64, Vec<u8>, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
         if digest != TraceDigest::of(&json).0 {
             p.push(format!("trace {id}: digest does not match its JSON"));
         }
@@ -247,29 +256,33 @@ fn check_traces(c: &Cache, p: &mut Problems, report: &mut VerifyReport) -> rusql
             Err(e) => p.push(format!("trace {id}: {e}")),
         }
     }
-    report.unreferenced += c.conn.query_row(
+    report.unreferenced += c.conn.one(
         "SELECT count(*) FROM traces WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.trace_id = traces.id)",
-        [],
-        |r| r.get::<_, i64>(0),
+        &[],
+        |r| r.get::<i64>(0),
     )? as u64;
     Ok(())
 }
 
-fn check_tasks_and_targets(
-    c: &Cache,
-    p: &mut Problems,
-    report: &mut VerifyReport,
-) -> rusqlite::Result<()> {
-    let mut stmt = c.conn.prepare(
+fn check_tasks_and_targets(c: &Cache, p: &mut Problems, report: &mut VerifyReport) -> DbResult<()> {
+    type Task = (i64, [Option<String>; 3], Option<String>, Option<String>);
+    let rows: Vec<Task> = c.conn.rows(
         "SELECT id, exact_key, structural_key, family_key, features_json, tvm_hash FROM tasks",
+        &[],
+        |r| {
+            Ok((
+                r.get(0)?,
+                [r.get(1)?, r.get(2)?, r.get(3)?],
+                r.get(4)?,
+                r.get(5)?,
+            ))
+        },
     )?;
-    let mut rows = stmt.query([])?;
-    while let Some(r) = rows.next()? {
+    for (id, keys, features, hash) in rows {
         report.tasks += 1;
-        let id: i64 = r.get(0)?;
         let mut older = false;
-        for col in 1..=3 {
-            if let Some(k) = r.get::<_, Option<String>>(col)? {
+        for k in keys.into_iter().flatten() {
+            {
                 if TaskKey::is_older_encoding(&k) {
                     older = true;
                 } else if k.parse::<TaskKey>().is_err() {
@@ -278,23 +291,23 @@ fn check_tasks_and_targets(
             }
         }
         report.older_keys += u64::from(older);
-        if let Some(f) = r.get::<_, Option<String>>(4)? {
+        if let Some(f) = features {
             if features_from_json(&f).is_none() {
                 p.push(format!("task {id}: features do not parse"));
             }
         }
-        if let Some(h) = r.get::<_, Option<String>>(5)? {
+        if let Some(h) = hash {
             if h.parse::<u64>().is_err() {
                 p.push(format!("task {id}: TVM hash '{h}' is not a u64"));
             }
         }
     }
-    let mut stmt = c
-        .conn
-        .prepare("SELECT id, kind, canonical_json FROM targets")?;
-    let mut rows = stmt.query([])?;
-    while let Some(r) = rows.next()? {
-        let (id, kind, json): (i64, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+    let rows: Vec<(i64, String, String)> =
+        c.conn
+            .rows("SELECT id, kind, canonical_json FROM targets", &[], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?;
+    for (id, kind, json) in rows {
         match serde_json::from_str::<Value>(&json) {
             Ok(v)
                 if canonical_json(&v) == json
@@ -304,12 +317,12 @@ fn check_tasks_and_targets(
             )),
         }
     }
-    let mut stmt = c.conn.prepare(
+    let rows: Vec<(String, i64, String)> = c.conn.rows(
         "SELECT s.spelling, s.toolchain_id, t.kind FROM target_spellings s JOIN targets t ON t.id = s.target_id",
+        &[],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
     )?;
-    let mut rows = stmt.query([])?;
-    while let Some(r) = rows.next()? {
-        let (json, toolchain, kind): (String, i64, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+    for (json, toolchain, kind) in rows {
         match serde_json::from_str::<Value>(&json) {
             Ok(v)
                 if canonical_json(&v) == json
@@ -319,12 +332,12 @@ fn check_tasks_and_targets(
             )),
         }
     }
-    report.unreferenced += c.conn.query_row(
+    report.unreferenced += c.conn.one(
         "SELECT (SELECT count(*) FROM tasks WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.task_id = tasks.id))
               + (SELECT count(*) FROM targets WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.target_id = targets.id))
               + (SELECT count(*) FROM toolchains WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.toolchain_id = toolchains.id))",
-        [],
-        |r| r.get::<_, i64>(0),
+        &[],
+        |r| r.get::<i64>(0),
     )? as u64;
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! tiers and their ranking, target and toolchain isolation, and damaged cache files.
 
 use std::path::{Path, PathBuf};
+use tgc_cache::throwaway::ThrowawayServer;
 use tgc_cache::{
     synth, Cache, CacheError, NewRecord, Query, Target, TaskEntry, Tier, Toolchain, Workload,
 };
@@ -33,16 +34,65 @@ fn lowered(mut task: TaskEntry, tvm_hash: u64, json: &str) -> TaskEntry {
     task
 }
 
-fn temp_cache() -> (tempfile::TempDir, PathBuf, Cache) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("cache.sqlite");
-    let cache = Cache::open(&path).unwrap();
-    (dir, path, cache)
+/// Where a test's cache lives: a file, or a database on a throwaway PostgreSQL server.
+#[derive(Clone, Copy)]
+enum Backend {
+    Sqlite,
+    Postgres,
 }
 
-#[test]
-fn put_dedupes_traces_and_keeps_the_best_measurement() {
-    let (_d, _p, mut cache) = temp_cache();
+/// What keeps a test's cache alive, and a way behind the cache's back.
+enum Fixture {
+    File(#[allow(dead_code)] tempfile::TempDir, PathBuf),
+    Server(#[allow(dead_code)] ThrowawayServer, String),
+}
+
+impl Fixture {
+    /// Runs SQL on the cache directly (as an older binary with a bug might).
+    fn exec(&self, sql: &str) {
+        match self {
+            Fixture::File(_, path) => rusqlite::Connection::open(path)
+                .unwrap()
+                .execute_batch(sql)
+                .unwrap(),
+            Fixture::Server(_, url) => ::postgres::Client::connect(url, ::postgres::NoTls)
+                .unwrap()
+                .batch_execute(sql)
+                .unwrap(),
+        }
+    }
+
+    /// The location the cache reports: the file, or the URL without its password.
+    fn shown(&self) -> PathBuf {
+        match self {
+            Fixture::File(_, path) => path.clone(),
+            Fixture::Server(_, url) => {
+                PathBuf::from(url.replace(&format!(":{}@", ThrowawayServer::PASSWORD), "@"))
+            }
+        }
+    }
+}
+
+/// A fresh cache on `b`; the returned location opens it again.
+fn temp_cache(b: Backend) -> (Fixture, PathBuf, Cache) {
+    let (fixture, location) = match b {
+        Backend::Sqlite => {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("cache.sqlite");
+            (Fixture::File(dir, path.clone()), path)
+        }
+        Backend::Postgres => {
+            let server = ThrowawayServer::start().unwrap();
+            let url = server.new_database().unwrap();
+            (Fixture::Server(server, url.clone()), PathBuf::from(url))
+        }
+    };
+    let cache = Cache::open(&location).unwrap();
+    (fixture, location, cache)
+}
+
+fn put_dedupes_traces_and_keeps_the_best_measurement(b: Backend) {
+    let (_d, _p, mut cache) = temp_cache(b);
     let task = synth::task(0, 0, 0);
     let s = cache
         .put(
@@ -84,9 +134,8 @@ fn put_dedupes_traces_and_keeps_the_best_measurement() {
     assert!(cache.verify().unwrap().is_ok());
 }
 
-#[test]
-fn best_k_bounds_every_group_and_can_be_lowered() {
-    let (_d, _p, mut cache) = temp_cache();
+fn best_k_bounds_every_group_and_can_be_lowered(b: Backend) {
+    let (_d, _p, mut cache) = temp_cache(b);
     assert_eq!(cache.best_k().unwrap(), 32);
     let task = synth::task(0, 0, 0);
     let records: Vec<NewRecord> = (0..50)
@@ -124,9 +173,8 @@ fn best_k_bounds_every_group_and_can_be_lowered() {
     assert!(cache.verify().unwrap().is_ok());
 }
 
-#[test]
-fn a_candidate_carries_the_most_effort_its_task_had() {
-    let (_d, _p, mut cache) = temp_cache();
+fn a_candidate_carries_the_most_effort_its_task_had(b: Backend) {
+    let (_d, _p, mut cache) = temp_cache(b);
     let task = synth::task(0, 0, 0);
     let with_effort = |tag: u64, latency: f64, trials: Option<u32>| {
         let mut r = record_with(tag, latency);
@@ -164,9 +212,8 @@ fn a_candidate_carries_the_most_effort_its_task_had() {
     assert_eq!(c[1].trials, Some(3));
 }
 
-#[test]
-fn target_and_toolchain_are_part_of_every_lookup() {
-    let (_d, _p, mut cache) = temp_cache();
+fn target_and_toolchain_are_part_of_every_lookup(b: Backend) {
+    let (_d, _p, mut cache) = temp_cache(b);
     let task = synth::task(0, 0, 0);
     let old = Toolchain::new("0.20.0", "0.1.0", "15");
     cache
@@ -214,9 +261,8 @@ fn target_and_toolchain_are_part_of_every_lookup() {
     .is_empty());
 }
 
-#[test]
-fn tiers_come_in_order_exact_structural_family() {
-    let (_d, _p, mut cache) = temp_cache();
+fn tiers_come_in_order_exact_structural_family(b: Backend) {
+    let (_d, _p, mut cache) = temp_cache(b);
     let query = synth::task(1, 0, 0);
     // Exact: two records of the query task itself.
     cache
@@ -298,9 +344,8 @@ fn tiers_come_in_order_exact_structural_family() {
     );
 }
 
-#[test]
-fn the_ranking_bias_prefers_traces_good_on_many_neighbours() {
-    let (_d, _p, mut cache) = temp_cache();
+fn the_ranking_bias_prefers_traces_good_on_many_neighbours(b: Backend) {
+    let (_d, _p, mut cache) = temp_cache(b);
     let query = synth::task(3, 0, 0);
     // Members 1 and 5 sit at one distance from the query (their extent vectors differ
     // from it by the same amount in different positions): only the rank bias separates
@@ -350,9 +395,8 @@ fn the_ranking_bias_prefers_traces_good_on_many_neighbours() {
     assert!(c.iter().all(|c| c.tier == Tier::Structural));
 }
 
-#[test]
-fn imported_workloads_are_found_through_the_tvm_hash() {
-    let (_d, _p, mut cache) = temp_cache();
+fn imported_workloads_are_found_through_the_tvm_hash(b: Backend) {
+    let (_d, _p, mut cache) = temp_cache(b);
     // A tgc task the bridge lowered to TVM hash 42, and (as an import would leave it) a
     // MetaSchedule workload with hash 42 and its own records.
     let task = lowered(synth::task(4, 0, 0), 42, "{\"root_index\":0}");
@@ -378,9 +422,8 @@ fn imported_workloads_are_found_through_the_tvm_hash() {
     assert_eq!(c[1].source.tvm_hash, Some(42));
 }
 
-#[test]
-fn candidates_lead_to_their_source_workload() {
-    let (_d, _p, mut cache) = temp_cache();
+fn candidates_lead_to_their_source_workload(b: Backend) {
+    let (_d, _p, mut cache) = temp_cache(b);
     // A structural neighbour the bridge lowered (its TVM workload is stored), another one
     // that was never lowered, and a MetaSchedule import known only by its TVM hash.
     let neighbour = lowered(synth::task(1, 0, 1), 7, "{\"root_index\":1}");
@@ -456,9 +499,8 @@ fn candidates_lead_to_their_source_workload() {
     );
 }
 
-#[test]
-fn gc_removes_what_no_record_uses() {
-    let (_d, path, mut cache) = temp_cache();
+fn gc_removes_what_no_record_uses(b: Backend) {
+    let (_d, path, mut cache) = temp_cache(b);
     for m in 0..5 {
         let recs: Vec<NewRecord> = (0..10)
             .map(|i| record_with(m * 100 + i, 1e-4 * (1.0 + i as f64)))
@@ -468,11 +510,8 @@ fn gc_removes_what_no_record_uses() {
             .unwrap();
     }
     // Lower k behind the cache's back (as an older binary with a bug might): gc enforces it.
-    {
-        let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute("UPDATE settings SET value = '3' WHERE name = 'best_k'", [])
-            .unwrap();
-    }
+    let _ = &path;
+    _d.exec("UPDATE settings SET value = '3' WHERE name = 'best_k'");
     let report = cache.verify().unwrap();
     assert_eq!(report.problems.len(), 5, "{:?}", report.problems);
     assert!(report.problems[0].contains("more than best k = 3"));
@@ -483,9 +522,8 @@ fn gc_removes_what_no_record_uses() {
     assert_eq!((st.records, st.traces, st.tasks), (15, 15, 5));
 }
 
-#[test]
-fn stats_counts_targets_and_toolchains() {
-    let (_d, path, mut cache) = temp_cache();
+fn stats_counts_targets_and_toolchains(b: Backend) {
+    let (_d, path, mut cache) = temp_cache(b);
     cache
         .put(
             &synth::task(0, 0, 0),
@@ -503,7 +541,8 @@ fn stats_counts_targets_and_toolchains() {
         )
         .unwrap();
     let st = cache.stats().unwrap();
-    assert_eq!(st.path, path);
+    let _ = &path;
+    assert_eq!(st.path, _d.shown());
     assert_eq!(st.schema_version, tgc_cache::schema::SCHEMA_VERSION);
     assert_eq!(
         st.targets
@@ -595,26 +634,28 @@ fn a_truncated_cache_is_a_clear_error() {
     }
 }
 
-#[test]
-fn a_newer_schema_is_refused_not_downgraded() {
-    let (_d, path, cache) = temp_cache();
+fn a_newer_schema_is_refused_not_downgraded(b: Backend) {
+    let (_d, path, cache) = temp_cache(b);
     drop(cache);
-    {
-        let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.pragma_update(None, "user_version", 99).unwrap();
-    }
+    let bump = match b {
+        Backend::Sqlite => "PRAGMA user_version = 99",
+        Backend::Postgres => "UPDATE tgc_schema SET version = 99",
+    };
+    _d.exec(bump);
     let err = Cache::open(&path).err().unwrap();
-    let msg = one_line_naming(&err, &path);
+    let msg = one_line_naming(&err, &_d.shown());
     let expected = format!(
         "schema version 99 is newer than this tgc supports ({})",
         tgc_cache::schema::SCHEMA_VERSION
     );
     assert!(msg.contains(&expected), "{msg}");
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    let v: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(v, 99, "left untouched");
+    // Left untouched: still refused, also read-only.
+    let ro = tgc_cache::CacheConfig {
+        read_only: true,
+        ..Default::default()
+    };
+    let err = Cache::open_with(&path, ro, false).err().unwrap();
+    assert!(err.to_string().contains(&expected), "{err}");
 }
 
 #[test]
@@ -639,9 +680,8 @@ fn tags(found: &[tgc_cache::Candidate]) -> Vec<u64> {
     found.iter().map(|c| tag_of(&c.trace)).collect()
 }
 
-#[test]
-fn records_of_two_toolchains_stay_apart() {
-    let (_d, _p, mut cache) = temp_cache();
+fn records_of_two_toolchains_stay_apart(b: Backend) {
+    let (_d, _p, mut cache) = temp_cache(b);
     let task = lowered(synth::task(0, 0, 0), 77, "{}");
     // The same TVM and tvm-ffi, another LLVM: another toolchain.
     let llvm21 = Toolchain::new(Toolchain::PINNED_TVM, Toolchain::PINNED_TVM_FFI, "21");
@@ -683,9 +723,8 @@ fn llvm_exported() -> Target {
     .unwrap()
 }
 
-#[test]
-fn a_registered_spelling_finds_the_canonical_targets_records() {
-    let (_d, path, mut cache) = temp_cache();
+fn a_registered_spelling_finds_the_canonical_targets_records(b: Backend) {
+    let (_d, path, mut cache) = temp_cache(b);
     let spelled = Target::parse(r#"{"num-cores":2,"kind":"llvm"}"#).unwrap();
     let canonical = llvm_exported();
     let other = Toolchain::new(Toolchain::PINNED_TVM, Toolchain::PINNED_TVM_FFI, "21");
@@ -848,24 +887,14 @@ fn a_version_1_cache_opens_and_keeps_its_records() {
 /// A cache written before the key encoding changed (`tgc1:` keys): its tasks verify, tgc's
 /// current keys miss them, and the task's TVM workload hash (what tgc tune looks up after
 /// lowering) still finds their records, exact for the workload.
-#[test]
-fn tasks_with_keys_of_an_older_encoding_are_reached_through_the_tvm_hash() {
-    let (_d, path, mut cache) = temp_cache();
+fn tasks_with_keys_of_an_older_encoding_are_reached_through_the_tvm_hash(b: Backend) {
+    let (_d, path, mut cache) = temp_cache(b);
     let task = lowered(synth::task(5, 0, 0), 77, "{\"root_index\":0}");
     cache
         .put(&task, &llvm(), &tc(), &[record_with(3, 2e-4)])
         .unwrap();
     drop(cache);
-    {
-        let conn = rusqlite::Connection::open(&path).unwrap();
-        let n = conn
-            .execute(
-                "UPDATE tasks SET exact_key = 'tgc1:' || substr(exact_key, 6), structural_key = 'tgc1:' || substr(structural_key, 6), family_key = 'tgc1:' || substr(family_key, 6)",
-                [],
-            )
-            .unwrap();
-        assert_eq!(n, 1);
-    }
+    _d.exec("UPDATE tasks SET exact_key = 'tgc1:' || substr(exact_key, 6), structural_key = 'tgc1:' || substr(structural_key, 6), family_key = 'tgc1:' || substr(family_key, 6)");
     let cache = Cache::open(&path).unwrap();
     let report = cache.verify().unwrap();
     assert!(report.is_ok(), "{:?}", report.problems);
@@ -881,9 +910,8 @@ fn tasks_with_keys_of_an_older_encoding_are_reached_through_the_tvm_hash() {
     assert_eq!(tags(&found), vec![3]);
 }
 
-#[test]
-fn a_seed_is_found_by_its_trace_digest_with_its_best_record_and_source() {
-    let (_dir, _path, mut cache) = temp_cache();
+fn a_seed_is_found_by_its_trace_digest_with_its_best_record_and_source(b: Backend) {
+    let (_dir, _path, mut cache) = temp_cache(b);
     let task = synth::task(5, 0, 0);
     let (fast, slow) = (record_with(1, 1e-4), record_with(1, 3e-4));
     let digest = fast.trace.digest().to_string();
@@ -915,3 +943,40 @@ fn a_seed_is_found_by_its_trace_digest_with_its_best_record_and_source() {
         .to_string();
     assert!(err.contains("'xyz' is not 64 hex digits"), "{err}");
 }
+
+/// Every test above runs on both backends: `sqlite::NAME` on a file, `postgres::NAME` on a
+/// throwaway PostgreSQL server (one per test, stopped when the test ends).
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[test]
+            fn $name() {
+                super::$name(super::Backend::Sqlite)
+            })*
+        }
+        mod postgres {
+            $(#[test]
+            fn $name() {
+                super::$name(super::Backend::Postgres)
+            })*
+        }
+    };
+}
+
+on_both_backends!(
+    put_dedupes_traces_and_keeps_the_best_measurement,
+    best_k_bounds_every_group_and_can_be_lowered,
+    a_candidate_carries_the_most_effort_its_task_had,
+    target_and_toolchain_are_part_of_every_lookup,
+    tiers_come_in_order_exact_structural_family,
+    the_ranking_bias_prefers_traces_good_on_many_neighbours,
+    imported_workloads_are_found_through_the_tvm_hash,
+    candidates_lead_to_their_source_workload,
+    gc_removes_what_no_record_uses,
+    stats_counts_targets_and_toolchains,
+    a_newer_schema_is_refused_not_downgraded,
+    records_of_two_toolchains_stay_apart,
+    a_registered_spelling_finds_the_canonical_targets_records,
+    tasks_with_keys_of_an_older_encoding_are_reached_through_the_tvm_hash,
+    a_seed_is_found_by_its_trace_digest_with_its_best_record_and_source,
+);
