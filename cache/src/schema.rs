@@ -258,9 +258,15 @@ pub(crate) fn version(db: &Db) -> DbResult<i64> {
 
 /// The version of a server's schema; 0 for a database without one.
 pub(crate) fn server_version(db: &Db) -> DbResult<i64> {
-    let exists: Option<String> =
-        db.one("SELECT to_regclass('tgc_schema')::text", &[], |r| r.get(0))?;
-    if exists.is_none() {
+    // Through pg_tables (a plain MVCC read), not to_regclass: the catalog cache of a
+    // session that waited for the writers' lock may not have seen another session's
+    // migration yet.
+    let exists: i64 = db.one(
+        "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname = current_schema() AND tablename = 'tgc_schema'",
+        &[],
+        |r| r.get(0),
+    )?;
+    if exists == 0 {
         return Ok(0);
     }
     db.one("SELECT version FROM tgc_schema", &[], |r| r.get(0))

@@ -1,6 +1,7 @@
 //! Reliability with real processes (`tgc-cache-writer`): concurrent writers lose nothing,
 //! and a writer killed with SIGKILL at random moments never leaves a cache that fails
-//! `verify` nor loses a commit it acknowledged.
+//! `verify` nor loses a commit it acknowledged. Each runs on a cache file and on a
+//! throwaway PostgreSQL server (`sqlite::NAME`, `postgres::NAME`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::{BufRead, BufReader, Read};
@@ -8,7 +9,37 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use tgc_cache::throwaway::ThrowawayServer;
 use tgc_cache::{synth, Cache, Target, Toolchain};
+
+#[derive(Clone, Copy)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// Where a test's caches live: files in a temporary directory, or databases on a server.
+enum Place {
+    Dir(tempfile::TempDir),
+    Server(ThrowawayServer),
+}
+
+impl Place {
+    fn new(b: Backend) -> Place {
+        match b {
+            Backend::Sqlite => Place::Dir(tempfile::tempdir().unwrap()),
+            Backend::Postgres => Place::Server(ThrowawayServer::start().unwrap()),
+        }
+    }
+
+    /// A new cache location (`name` for a file).
+    fn cache(&self, name: &str) -> PathBuf {
+        match self {
+            Place::Dir(d) => d.path().join(format!("{name}.sqlite")),
+            Place::Server(s) => PathBuf::from(s.new_database().unwrap()),
+        }
+    }
+}
 
 const WRITER: &str = env!("CARGO_BIN_EXE_tgc-cache-writer");
 
@@ -64,10 +95,9 @@ fn assert_verifies(path: &Path, context: &str) {
 const WRITERS: u64 = 8;
 const RECORDS: u64 = 1000;
 
-#[test]
-fn eight_concurrent_writers_lose_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("cache.sqlite");
+fn eight_concurrent_writers_lose_nothing(b: Backend) {
+    let place = Place::new(b);
+    let path = place.cache("cache");
     let tasks = 40; // 25 records per task: below best k, so every record must stay.
     let start = Instant::now();
     let children: Vec<Child> = (0..WRITERS)
@@ -109,10 +139,9 @@ fn eight_concurrent_writers_lose_nothing() {
     assert!(cache.verify().unwrap().is_ok());
 }
 
-#[test]
-fn eight_concurrent_writers_on_shared_tasks_keep_exactly_the_best_k() {
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("cache.sqlite");
+fn eight_concurrent_writers_on_shared_tasks_keep_exactly_the_best_k(b: Backend) {
+    let place = Place::new(b);
+    let path = place.cache("cache");
     let tasks = 10u64; // 800 records per task compete for 32 places.
     let children: Vec<Child> = (0..WRITERS)
         .map(|w| {
@@ -166,14 +195,13 @@ fn wait_ready(child: &mut Child) -> BufReader<std::process::ChildStdout> {
     out
 }
 
-#[test]
-fn writers_killed_at_random_moments_leave_a_sound_cache_and_keep_acknowledged_commits() {
-    let tmp = tempfile::tempdir().unwrap();
+fn writers_killed_at_random_moments_leave_a_sound_cache_and_keep_acknowledged_commits(b: Backend) {
+    let place = Place::new(b);
     // Two mixers share one cache (puts, best-k changes, gc, imports); a plain writer puts
     // records into another, acknowledging each commit (best k is unbounded there, so every
     // acknowledged record must survive).
-    let mixed = tmp.path().join("mixed.sqlite");
-    let acked = tmp.path().join("acked.sqlite");
+    let mixed = place.cache("mixed");
+    let acked = place.cache("acked");
     let fixture = fixture();
     // No pruning in the acknowledging cache: a fast writer can commit more than the default
     // best 32 records per task before it is killed, and pruned records are not lost ones.
@@ -287,3 +315,26 @@ fn writers_killed_at_random_moments_leave_a_sound_cache_and_keep_acknowledged_co
         assert!(cache.verify().unwrap().is_ok());
     }
 }
+
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[test]
+            fn $name() {
+                super::$name(super::Backend::Sqlite)
+            })*
+        }
+        mod postgres {
+            $(#[test]
+            fn $name() {
+                super::$name(super::Backend::Postgres)
+            })*
+        }
+    };
+}
+
+on_both_backends!(
+    eight_concurrent_writers_lose_nothing,
+    eight_concurrent_writers_on_shared_tasks_keep_exactly_the_best_k,
+    writers_killed_at_random_moments_leave_a_sound_cache_and_keep_acknowledged_commits,
+);

@@ -1,0 +1,215 @@
+//! What only a cache on a server has: a restart while a write is in flight, roles that may
+//! only read, and credentials that never show. Against a real throwaway PostgreSQL server.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tgc_cache::throwaway::ThrowawayServer;
+use tgc_cache::{synth, Cache, CacheConfig, NewRecord, Target, TaskEntry, Toolchain};
+
+fn llvm() -> Target {
+    Target::parse(r#"{"kind":"llvm","keys":["cpu"],"num-cores":2}"#).unwrap()
+}
+
+/// `per_task` records on each of `tasks` synthetic tasks (their own tasks per `first`).
+fn batch(first: u64, tasks: u64, per_task: u64) -> Vec<(TaskEntry, Vec<NewRecord>)> {
+    (0..tasks)
+        .map(|t| {
+            let recs = (0..per_task)
+                .map(|i| synth::record(first + t * per_task + i))
+                .collect();
+            (synth::task(first, t, 0), recs)
+        })
+        .collect()
+}
+
+fn put_all(cache: &mut Cache, b: &[(TaskEntry, Vec<NewRecord>)]) -> tgc_cache::Result<usize> {
+    cache
+        .put_batch(
+            &llvm(),
+            &Toolchain::pinned(),
+            b.iter().map(|(t, r)| (t, r.as_slice())),
+        )
+        .map(|s| s.inserted)
+}
+
+#[test]
+fn a_restart_fails_the_write_in_flight_clearly_and_a_retry_succeeds() {
+    let server = ThrowawayServer::start().unwrap();
+    let url = PathBuf::from(server.new_database().unwrap());
+    let mut cache = Cache::open(&url).unwrap();
+    put_all(&mut cache, &batch(0, 2, 5)).unwrap();
+    // A large batch in one transaction, and the server restarts under it.
+    let big = batch(1_000, 50, 32);
+    let writer = std::thread::spawn(move || {
+        let r = put_all(&mut cache, &big);
+        (cache, big, r)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    server.restart().unwrap();
+    let (mut cache, big, first) = writer.join().unwrap();
+    let err = first.expect_err("the write in flight cannot have committed through a restart");
+    let msg = err.to_string();
+    assert!(!msg.contains('\n'), "one line: {msg}");
+    assert!(
+        msg.starts_with(&format!("postgres://tgc@127.0.0.1:{}/", server.port())),
+        "names the server: {msg}"
+    );
+    assert!(
+        msg.contains("connection to the cache server was lost")
+            || msg.contains("terminating connection"),
+        "{msg}"
+    );
+    // Nothing of the failed transaction is there; the retry stores all of it.
+    let st = cache.stats().unwrap();
+    assert_eq!(st.records, 10, "only the first batch");
+    assert_eq!(put_all(&mut cache, &big).unwrap(), 50 * 32);
+    assert_eq!(cache.stats().unwrap().records, 10 + 50 * 32);
+    assert!(cache.verify().unwrap().is_ok());
+}
+
+#[test]
+fn a_role_that_may_only_read_looks_up_and_its_writes_are_refused_cleanly() {
+    let server = ThrowawayServer::start().unwrap();
+    let url = server.new_database().unwrap();
+    let db = url.rsplit('/').next().unwrap().to_string();
+    let task = synth::task(1, 2, 0);
+    {
+        let mut cache = Cache::open(&url).unwrap();
+        cache
+            .put(&task, &llvm(), &Toolchain::pinned(), &[synth::record(5)])
+            .unwrap();
+    }
+    server
+        .sql(
+            &db,
+            "CREATE ROLE reader LOGIN PASSWORD 'reader-pw';
+             GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader;",
+        )
+        .unwrap();
+    let reader = server.url_as("reader", Some("reader-pw"), &db);
+    for read_only in [true, false] {
+        let config = CacheConfig {
+            read_only,
+            ..CacheConfig::default()
+        };
+        let mut cache = Cache::open_with(&reader, config, false).unwrap();
+        let found = cache
+            .candidates(&task.keys, &task.features, &llvm(), &Toolchain::pinned(), 5)
+            .unwrap();
+        assert_eq!(found.len(), 1, "read_only={read_only}: lookups work");
+        assert!(cache.verify().unwrap().is_ok());
+        let err = cache
+            .put(&task, &llvm(), &Toolchain::pinned(), &[synth::record(6)])
+            .unwrap_err();
+        assert!(err.is_read_only(), "read_only={read_only}: {err}");
+        assert!(err.to_string().contains("read-only"), "{err}");
+    }
+    // The writer's cache is untouched by the refused writes.
+    let cache = Cache::open(&url).unwrap();
+    assert_eq!(cache.stats().unwrap().records, 1);
+}
+
+#[test]
+fn a_read_only_file_is_never_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.sqlite");
+    let task = synth::task(1, 2, 0);
+    Cache::open(&path)
+        .unwrap()
+        .put(&task, &llvm(), &Toolchain::pinned(), &[synth::record(5)])
+        .unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let config = CacheConfig {
+        read_only: true,
+        ..CacheConfig::default()
+    };
+    let mut cache = Cache::open_with(&path, config, false).unwrap();
+    assert_eq!(
+        cache
+            .candidates(&task.keys, &task.features, &llvm(), &Toolchain::pinned(), 5)
+            .unwrap()
+            .len(),
+        1
+    );
+    let err = cache
+        .put(&task, &llvm(), &Toolchain::pinned(), &[synth::record(6)])
+        .unwrap_err();
+    assert!(err.is_read_only(), "{err}");
+    assert!(cache.gc(false).unwrap_err().is_read_only());
+    drop(cache);
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+fn no_secret(text: &str, secret: &str) {
+    assert!(!text.contains(secret), "the password shows: {text}");
+}
+
+#[test]
+fn credentials_come_from_the_url_the_environment_or_a_password_file_and_never_show() {
+    let server = ThrowawayServer::start().unwrap();
+    let url = server.new_database().unwrap();
+    let db = url.rsplit('/').next().unwrap().to_string();
+    let pw = ThrowawayServer::PASSWORD;
+    // From the URL; what the cache shows has no password.
+    let cache = Cache::open(&url).unwrap();
+    let st = cache.stats().unwrap();
+    let shown = st.path.display().to_string();
+    assert_eq!(
+        shown,
+        format!("postgres://tgc@127.0.0.1:{}/{db}", server.port())
+    );
+    no_secret(&format!("{st:?}"), pw);
+    drop(cache);
+    // A wrong password: the error names the server, not the password.
+    let wrong = server.url_as("tgc", Some("not-the-Pw-4711"), &db);
+    let err = Cache::open(&wrong).err().unwrap().to_string();
+    no_secret(&err, "not-the-Pw-4711");
+    assert!(err.contains("password authentication failed"), "{err}");
+    assert!(err.starts_with("postgres://tgc@127.0.0.1:"), "{err}");
+    // A bad URL: the same.
+    let bad = format!("postgres://tgc:{pw}@127.0.0.1:notaport/{db}");
+    let err = Cache::open(&bad).err().unwrap().to_string();
+    no_secret(&err, pw);
+    // No password in the URL: $PGPASSWORD, else the password file. (Only this test in
+    // this binary reads or sets these variables.)
+    let bare = server.url_as("tgc", None, &db);
+    std::env::remove_var("PGPASSWORD");
+    let pgpass = server.dir().join("pgpass");
+    std::fs::write(
+        &pgpass,
+        format!("127.0.0.1:{}:{db}:tgc:{pw}\n", server.port()),
+    )
+    .unwrap();
+    set_mode(&pgpass, 0o600);
+    std::env::set_var("PGPASSFILE", &pgpass);
+    Cache::open(&bare).expect("password from PGPASSFILE");
+    // A password file others can read is ignored, as libpq does.
+    set_mode(&pgpass, 0o644);
+    let err = Cache::open(&bare).err().unwrap().to_string();
+    no_secret(&err, pw);
+    std::env::remove_var("PGPASSFILE");
+    std::env::set_var("PGPASSWORD", pw);
+    Cache::open(&bare).expect("password from PGPASSWORD");
+    std::env::remove_var("PGPASSWORD");
+    // Cost models of a server cache stay on this machine, apart per server, never beside
+    // anything another machine wrote.
+    let model = Cache::cost_model_path(Path::new(&url), &llvm(), &Toolchain::pinned());
+    assert!(
+        model.starts_with(dirs_cache().join("tgc").join("cost-models")),
+        "{}",
+        model.display()
+    );
+    no_secret(&model.display().to_string(), pw);
+}
+
+fn set_mode(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn dirs_cache() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache"))
+}
