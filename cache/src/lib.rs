@@ -22,6 +22,7 @@
 //! loaded.
 
 pub mod config;
+pub mod copy;
 mod db;
 pub mod error;
 pub mod model;
@@ -36,6 +37,7 @@ pub mod throwaway;
 pub mod verify;
 
 pub use config::{CacheConfig, RankingConfig};
+pub use copy::CopySummary;
 pub use error::{CacheError, Result};
 pub use model::{
     canonical_json, NewRecord, Provenance, Target, TaskEntry, Toolchain, Trace, TraceDigest,

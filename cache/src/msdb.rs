@@ -491,7 +491,7 @@ pub fn export(cache: &Cache, dir: &Path, opts: &ExportOptions) -> Result<ExportS
     let without_workload = tx
         .one(
             "SELECT count(*) FROM records r JOIN tasks t ON t.id = r.task_id
-             WHERE t.workload_json IS NULL AND r.toolchain_id = ?1 AND (?2 IS NULL OR r.target_id = ?2)",
+             WHERE t.workload_json IS NULL AND r.toolchain_id = ?1 AND (CAST(?2 AS BIGINT) IS NULL OR r.target_id = ?2)",
             args![scope.toolchain_id, scope.target_id],
             |r| r.get::<i64>(0),
         )
@@ -509,7 +509,7 @@ fn exported_workloads(conn: &Db, path: &Path, scope: ExportScope) -> Result<Vec<
     conn.rows(
         "SELECT t.tvm_hash, min(t.id) FROM tasks t
          WHERE t.workload_json IS NOT NULL AND EXISTS (SELECT 1 FROM records r WHERE r.task_id = t.id
-           AND r.toolchain_id = ?1 AND (?2 IS NULL OR r.target_id = ?2))
+           AND r.toolchain_id = ?1 AND (CAST(?2 AS BIGINT) IS NULL OR r.target_id = ?2))
          GROUP BY t.tvm_hash ORDER BY t.tvm_hash",
         args![scope.toolchain_id, scope.target_id],
         |r| {
@@ -584,7 +584,7 @@ fn write_records(
                 "SELECT t.tvm_hash, tr.digest, tr.trace_json, r.latencies_json, tg.canonical_json, r.args_info_json
                  FROM records r JOIN tasks t ON t.id = r.task_id JOIN traces tr ON tr.id = r.trace_id
                       JOIN targets tg ON tg.id = r.target_id
-                 WHERE t.workload_json IS NOT NULL AND r.toolchain_id = ?1 AND (?2 IS NULL OR r.target_id = ?2)
+                 WHERE t.workload_json IS NOT NULL AND r.toolchain_id = ?1 AND (CAST(?2 AS BIGINT) IS NULL OR r.target_id = ?2)
                  ORDER BY t.tvm_hash, r.mean_latency, r.id",
                 args![scope.toolchain_id, scope.target_id],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),

@@ -334,12 +334,7 @@ impl Cache {
         let target_id = w.target(canonical)?;
         let mut moved = 0;
         if spelling != canonical {
-            tx.exec(
-                "INSERT INTO target_spellings(spelling, toolchain_id, target_id) VALUES (?1, ?2, ?3)
-                 ON CONFLICT(spelling, toolchain_id) DO UPDATE SET target_id = excluded.target_id",
-                args![spelling.canonical_json(), toolchain_id, target_id],
-            )
-            .at(&path)?;
+            w.spelling(spelling.canonical_json(), toolchain_id, target_id)?;
             let legacy: Option<i64> = tx
                 .opt(
                     "SELECT id FROM targets WHERE canonical_json = ?1",
@@ -556,6 +551,16 @@ fn delete_orphan_traces(tx: &Db, path: &Path) -> Result<usize> {
     tx.exec("DELETE FROM traces WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.trace_id = traces.id)", &[]).at(path)
 }
 
+/// The stored columns of a tgc task (keys as text).
+pub(crate) struct TaskRow {
+    pub exact_key: String,
+    pub structural_key: String,
+    pub family_key: String,
+    pub features_json: String,
+    pub tvm_hash: Option<String>,
+    pub workload_json: Option<String>,
+}
+
 /// The records of one task on one target under one toolchain: the unit of best-k.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Group {
@@ -758,6 +763,19 @@ impl<'a> Writer<'a> {
             Some(w) => (Some(w.tvm_hash.to_string()), Some(w.json.as_str())),
             None => (None, None),
         };
+        self.task_row(&TaskRow {
+            exact_key: t.keys.exact.to_string(),
+            structural_key: t.keys.structural.to_string(),
+            family_key: t.keys.family.to_string(),
+            features_json: features_to_json(&t.features),
+            tvm_hash: hash,
+            workload_json: wl.map(str::to_string),
+        })
+    }
+
+    /// Registers a tgc task by its stored columns (a copy from another cache keeps keys of
+    /// any encoding as they are); a row with a workload fills in a missing one.
+    pub(crate) fn task_row(&mut self, t: &TaskRow) -> Result<i64> {
         self.tx
             .one(
                 "INSERT INTO tasks(exact_key, structural_key, family_key, features_json, tvm_hash, workload_json)
@@ -767,16 +785,33 @@ impl<'a> Writer<'a> {
                    workload_json = coalesce(excluded.workload_json, tasks.workload_json)
                  RETURNING id",
                 args![
-                    t.keys.exact.to_string(),
-                    t.keys.structural.to_string(),
-                    t.keys.family.to_string(),
-                    features_to_json(&t.features),
-                    hash,
-                    wl
+                    t.exact_key,
+                    t.structural_key,
+                    t.family_key,
+                    t.features_json,
+                    t.tvm_hash,
+                    t.workload_json
                 ],
                 |r| r.get(0),
             )
             .at(self.path)
+    }
+
+    /// Records that `spelling` means target `target_id` under `toolchain_id`.
+    pub(crate) fn spelling(
+        &mut self,
+        spelling: &str,
+        toolchain_id: i64,
+        target_id: i64,
+    ) -> Result<()> {
+        self.tx
+            .exec(
+                "INSERT INTO target_spellings(spelling, toolchain_id, target_id) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(spelling, toolchain_id) DO UPDATE SET target_id = excluded.target_id",
+                args![spelling, toolchain_id, target_id],
+            )
+            .at(self.path)?;
+        Ok(())
     }
 
     /// Registers a workload imported from a MetaSchedule database (keyed by its TVM hash).

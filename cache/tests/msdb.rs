@@ -6,6 +6,7 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use tgc_cache::msdb::{self, ExportOptions, SkipReason, RECORD_FILE, WORKLOAD_FILE};
+use tgc_cache::throwaway::ThrowawayServer;
 use tgc_cache::{
     synth, Cache, NewRecord, Query, Target, TaskEntry, Tier, Toolchain, Trace, Workload,
 };
@@ -50,8 +51,24 @@ fn lines(path: &Path) -> Vec<String> {
         .collect()
 }
 
-fn temp_cache(dir: &Path) -> Cache {
-    Cache::open(dir.join("cache.sqlite")).unwrap()
+#[derive(Clone, Copy)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A fresh cache: a file in `dir`, or a database on a throwaway server (kept alive by the
+/// first element).
+fn temp_cache(dir: &Path, b: Backend) -> (Option<ThrowawayServer>, Cache) {
+    match b {
+        Backend::Sqlite => (None, Cache::open(dir.join("cache.sqlite")).unwrap()),
+        Backend::Postgres => {
+            let server = ThrowawayServer::start().unwrap();
+            let url = server.new_database().unwrap();
+            let cache = Cache::open(&url).unwrap();
+            (Some(server), cache)
+        }
+    }
 }
 
 /// (workload hash, target JSON, trace digest, run_secs) of every record line of a database.
@@ -83,10 +100,9 @@ fn record_set(dir: &Path) -> BTreeSet<(String, String, String, String)> {
         .collect()
 }
 
-#[test]
-fn imports_the_fixture_databases() {
+fn imports_the_fixture_databases(b: Backend) {
     let tmp = tempfile::tempdir().unwrap();
-    let mut cache = temp_cache(tmp.path());
+    let (_server_cache, mut cache) = temp_cache(tmp.path(), b);
     let m = manifest();
     let s = msdb::import(&mut cache, &fixture(), &Toolchain::pinned()).unwrap();
     let valid: usize = m.tasks.iter().map(|t| t.2).sum();
@@ -131,10 +147,9 @@ fn imports_the_fixture_databases() {
     assert_eq!(cache.stats().unwrap().records, st.records);
 }
 
-#[test]
-fn imported_workloads_link_to_tgc_tasks_by_tvm_hash() {
+fn imported_workloads_link_to_tgc_tasks_by_tvm_hash(b: Backend) {
     let tmp = tempfile::tempdir().unwrap();
-    let mut cache = temp_cache(tmp.path());
+    let (_server_cache, mut cache) = temp_cache(tmp.path(), b);
     msdb::import(&mut cache, &fixture(), &Toolchain::pinned()).unwrap();
     let (hash, _, valid) = manifest().tasks.into_iter().find(|t| t.2 > 0).unwrap();
     assert_eq!(cache.stats().unwrap().linked_workloads, 0);
@@ -251,13 +266,12 @@ fn damaged_copy(dir: &Path) -> Vec<(&'static str, usize, SkipReason)> {
     all
 }
 
-#[test]
-fn damaged_lines_are_counted_and_skipped_with_their_place() {
+fn damaged_lines_are_counted_and_skipped_with_their_place(b: Backend) {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("damaged");
     std::fs::create_dir(&db).unwrap();
     let expected = damaged_copy(&db);
-    let mut cache = temp_cache(tmp.path());
+    let (_server_cache, mut cache) = temp_cache(tmp.path(), b);
     let s = msdb::import(&mut cache, &db, &Toolchain::pinned()).unwrap();
     let m = manifest();
     let original_skips = m.tasks.iter().map(|t| t.1 - t.2).sum::<usize>();
@@ -299,10 +313,9 @@ fn damaged_lines_are_counted_and_skipped_with_their_place() {
     assert!(cache.verify().unwrap().is_ok());
 }
 
-#[test]
-fn a_directory_without_the_database_files_is_a_clear_error() {
+fn a_directory_without_the_database_files_is_a_clear_error(b: Backend) {
     let tmp = tempfile::tempdir().unwrap();
-    let mut cache = temp_cache(tmp.path());
+    let (_server_cache, mut cache) = temp_cache(tmp.path(), b);
     let err = msdb::import(&mut cache, tmp.path(), &Toolchain::pinned())
         .unwrap_err()
         .to_string();
@@ -312,10 +325,9 @@ fn a_directory_without_the_database_files_is_a_clear_error() {
     );
 }
 
-#[test]
-fn export_then_import_preserves_every_valid_record() {
+fn export_then_import_preserves_every_valid_record(b: Backend) {
     let tmp = tempfile::tempdir().unwrap();
-    let mut cache = temp_cache(tmp.path());
+    let (_server_cache, mut cache) = temp_cache(tmp.path(), b);
     msdb::import(&mut cache, &fixture(), &Toolchain::pinned()).unwrap();
     let out = tmp.path().join("exported");
     let s = msdb::export(
@@ -352,15 +364,14 @@ fn export_then_import_preserves_every_valid_record() {
     assert_eq!(record_set(&out), record_set(&fixture()));
     // And a second cache reads the export as it read the original.
     let tmp2 = tempfile::tempdir().unwrap();
-    let mut cache2 = temp_cache(tmp2.path());
+    let (_server_cache2, mut cache2) = temp_cache(tmp2.path(), b);
     let s2 = msdb::import(&mut cache2, &out, &Toolchain::pinned()).unwrap();
     assert_eq!((s2.imported(), s2.skipped.len()), (s.records, 0));
 }
 
-#[test]
-fn export_selects_toolchain_and_target_and_reports_tasks_without_workload() {
+fn export_selects_toolchain_and_target_and_reports_tasks_without_workload(b: Backend) {
     let tmp = tempfile::tempdir().unwrap();
-    let mut cache = temp_cache(tmp.path());
+    let (_server_cache, mut cache) = temp_cache(tmp.path(), b);
     let old = Toolchain::new("0.26.0", "0.1.9", "20");
     msdb::import(&mut cache, &fixture(), &old).unwrap();
     let llvm = Target::parse(r#"{"kind":"llvm"}"#).unwrap();
@@ -411,10 +422,9 @@ fn export_selects_toolchain_and_target_and_reports_tasks_without_workload() {
     assert_eq!(s.records, 0);
 }
 
-#[test]
-fn an_export_for_some_workloads_writes_only_their_records() {
+fn an_export_for_some_workloads_writes_only_their_records(b: Backend) {
     let tmp = tempfile::tempdir().unwrap();
-    let mut cache = temp_cache(tmp.path());
+    let (_server_cache, mut cache) = temp_cache(tmp.path(), b);
     msdb::import(&mut cache, &fixture(), &Toolchain::pinned()).unwrap();
     let m = manifest();
     let with_records: Vec<&(u64, usize, usize)> = m.tasks.iter().filter(|t| t.2 > 0).collect();
@@ -460,3 +470,32 @@ fn an_export_for_some_workloads_writes_only_their_records() {
     .unwrap();
     assert_eq!((s.workloads, s.records), (0, 0));
 }
+
+/// The tests above that take a backend run on a file (`sqlite::NAME`) and on a throwaway
+/// PostgreSQL server (`postgres::NAME`).
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[test]
+            fn $name() {
+                super::$name(super::Backend::Sqlite)
+            })*
+        }
+        mod postgres {
+            $(#[test]
+            fn $name() {
+                super::$name(super::Backend::Postgres)
+            })*
+        }
+    };
+}
+
+on_both_backends!(
+    imports_the_fixture_databases,
+    imported_workloads_link_to_tgc_tasks_by_tvm_hash,
+    damaged_lines_are_counted_and_skipped_with_their_place,
+    a_directory_without_the_database_files_is_a_clear_error,
+    export_then_import_preserves_every_valid_record,
+    export_selects_toolchain_and_target_and_reports_tasks_without_workload,
+    an_export_for_some_workloads_writes_only_their_records,
+);

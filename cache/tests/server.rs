@@ -213,3 +213,104 @@ fn dirs_cache() -> PathBuf {
         .filter(|p| p.is_absolute())
         .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache"))
 }
+
+fn ms_fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ms-llvm")
+}
+
+/// Everything a cache shows of its contents: counts, and the MetaSchedule export of each
+/// toolchain's records (byte for byte).
+fn contents(cache: &Cache, dir: &Path) -> (Vec<u64>, Vec<Vec<u8>>) {
+    let st = cache.stats().unwrap();
+    let counts = vec![
+        st.tasks,
+        st.imported_workloads,
+        st.linked_workloads,
+        st.traces,
+        st.records,
+    ];
+    let mut files = Vec::new();
+    for (tc, _) in &st.toolchains {
+        let out = dir.join(format!("export-{}", files.len()));
+        let opts = tgc_cache::msdb::ExportOptions {
+            toolchain: tc.clone(),
+            target: None,
+            workloads: None,
+        };
+        tgc_cache::msdb::export(cache, &out, &opts).unwrap();
+        for f in ["database_workload.json", "database_tuning_record.json"] {
+            files.push(std::fs::read(out.join(f)).unwrap());
+        }
+    }
+    (counts, files)
+}
+
+#[test]
+fn copying_between_a_file_and_a_server_keeps_everything_and_is_idempotent() {
+    let server = ThrowawayServer::start().unwrap();
+    let url = PathBuf::from(server.new_database().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("source.sqlite");
+    let mut source = Cache::open(&file).unwrap();
+    // MetaSchedule imports, tgc tasks with and without workloads, two toolchains, a spelling.
+    tgc_cache::msdb::import(&mut source, &ms_fixture(), &Toolchain::pinned()).unwrap();
+    let other = Toolchain::new("0.26.0", "0.1.9", "21");
+    for t in 0..6 {
+        let mut task = synth::task(3, t, 0);
+        if t % 2 == 0 {
+            task.workload = Some(tgc_cache::Workload {
+                tvm_hash: 1000 + t,
+                json: format!("{{\"root_index\":{t}}}"),
+            });
+        }
+        let recs: Vec<NewRecord> = (0..4).map(|i| synth::record(t * 10 + i)).collect();
+        source
+            .put(&task, &llvm(), &Toolchain::pinned(), &recs)
+            .unwrap();
+        source.put(&task, &llvm(), &other, &recs[..2]).unwrap();
+    }
+    let spelled = Target::parse(r#"{"kind":"llvm","num-cores":2}"#).unwrap();
+    source
+        .register_target(&spelled, &llvm(), &Toolchain::pinned())
+        .unwrap();
+    let want = contents(&source, &dir.path().join("a"));
+
+    let mut server_cache = Cache::open(&url).unwrap();
+    let first = source.copy_into(&mut server_cache).unwrap();
+    assert_eq!(first.stored.inserted, first.records, "{first:?}");
+    assert_eq!(first.spellings, 1);
+    let again = source.copy_into(&mut server_cache).unwrap();
+    assert_eq!(
+        (again.stored.inserted, again.stored.duplicates),
+        (0, again.records),
+        "a second push changes nothing: {again:?}"
+    );
+    assert_eq!(contents(&server_cache, &dir.path().join("b")), want);
+    assert!(server_cache.verify().unwrap().is_ok());
+
+    // And back into a fresh file.
+    let mut back = Cache::open(dir.path().join("back.sqlite")).unwrap();
+    server_cache.copy_into(&mut back).unwrap();
+    assert_eq!(contents(&back, &dir.path().join("c")), want);
+    let task = synth::task(3, 2, 0);
+    let ids = |c: &Cache| -> Vec<(String, u64)> {
+        c.candidates(
+            &task.keys,
+            &task.features,
+            &spelled,
+            &Toolchain::pinned(),
+            10,
+        )
+        .unwrap()
+        .iter()
+        .map(|c| (c.trace.digest().to_string(), c.mean_latency.to_bits()))
+        .collect()
+    };
+    assert_eq!(
+        ids(&back),
+        ids(&source),
+        "the spelling resolves on the copy too"
+    );
+    assert!(!ids(&back).is_empty());
+    assert!(back.verify().unwrap().is_ok());
+}
