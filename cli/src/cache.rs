@@ -1,5 +1,5 @@
 //! `tgc cache`: inspect and maintain the task cache (stats, MetaSchedule import/export, gc,
-//! verify).
+//! verify), and copy records between caches (push/pull: a file and a shared server).
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
@@ -12,8 +12,10 @@ use tgc_cache::{Cache, Target, Toolchain};
 pub struct CacheArgs {
     #[command(subcommand)]
     command: CacheCommand,
-    /// The cache file [default: $TGC_CACHE, else <user cache dir>/tgc/cache.sqlite].
-    #[arg(long, global = true, value_name = "PATH")]
+    /// The cache: a file, or a PostgreSQL server as postgres://USER@HOST:PORT/DB (password
+    /// from the URL, $PGPASSWORD or the password file) [default: $TGC_CACHE, else <user cache
+    /// dir>/tgc/cache.sqlite].
+    #[arg(long, global = true, value_name = "PATH|URL")]
     cache: Option<PathBuf>,
 }
 
@@ -63,6 +65,52 @@ enum CacheCommand {
     },
     /// Check SQLite integrity, foreign keys and the cache's invariants; exit 1 on a problem.
     Verify,
+    /// Copy every record of one cache into another (e.g. this machine's file to the team's
+    /// server), keeping the faster measurement of a trace both hold and the destination's
+    /// best k. Idempotent: a second push changes nothing.
+    Push {
+        /// The source [default: --cache, else $TGC_CACHE, else the user cache file].
+        #[arg(long, value_name = "PATH|URL")]
+        from: Option<PathBuf>,
+        /// The destination (created if it is a file that does not exist yet).
+        #[arg(long, value_name = "PATH|URL")]
+        to: PathBuf,
+    },
+    /// Copy every record of another cache into this one (`push` the other way round).
+    Pull {
+        /// The source.
+        #[arg(long, value_name = "PATH|URL")]
+        from: PathBuf,
+        /// The destination [default: --cache, else $TGC_CACHE, else the user cache file].
+        #[arg(long, value_name = "PATH|URL")]
+        to: Option<PathBuf>,
+    },
+}
+
+/// Copies `from` into `to` and says what happened.
+fn copy(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
+    let source = Cache::open_existing(from)?;
+    let mut dest = Cache::open(to)?;
+    if source.path() == dest.path() {
+        bail!(
+            "{}: source and destination are the same cache",
+            source.path().display()
+        );
+    }
+    let s = source.copy_into(&mut dest)?;
+    println!(
+        "{} -> {}: {} records of {} tasks: {} new, {} improved, {} already there, {} not among the best k; {} target spellings",
+        source.path().display(),
+        dest.path().display(),
+        s.records,
+        s.tasks,
+        s.stored.inserted,
+        s.stored.improved,
+        s.stored.duplicates,
+        s.stored.pruned,
+        s.spellings
+    );
+    Ok(())
 }
 
 fn cache_path(arg: Option<PathBuf>) -> Result<PathBuf> {
@@ -79,6 +127,8 @@ fn mb(bytes: u64) -> String {
 pub fn run(args: CacheArgs) -> Result<()> {
     let path = cache_path(args.cache)?;
     match args.command {
+        CacheCommand::Push { from, to } => copy(&from.unwrap_or(path), &to)?,
+        CacheCommand::Pull { from, to } => copy(&from, &to.unwrap_or(path))?,
         CacheCommand::Stats { json } => {
             let s = Cache::open_existing(&path)?.stats()?;
             if json {
@@ -166,7 +216,7 @@ pub fn run(args: CacheArgs) -> Result<()> {
             let g = cache.gc(vacuum)?;
             println!(
                 "{}: removed {} records, {} traces, {} tasks, {} targets, {} toolchains; {} -> {}",
-                path.display(),
+                cache.path().display(),
                 g.records,
                 g.traces,
                 g.tasks,
@@ -177,7 +227,10 @@ pub fn run(args: CacheArgs) -> Result<()> {
             );
         }
         CacheCommand::Verify => {
-            let report = Cache::open_existing(&path)?.verify()?;
+            let cache = Cache::open_existing(&path)?;
+            // The file, or the server's URL without its password.
+            let path = cache.path().to_path_buf();
+            let report = cache.verify()?;
             if !report.is_ok() {
                 for p in &report.problems {
                     println!("{}: {p}", path.display());

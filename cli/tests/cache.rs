@@ -189,3 +189,107 @@ fn damaged_caches_give_one_line_errors_naming_the_file() {
     );
     assert!(e.contains("database_workload.json is missing"), "{e}");
 }
+
+/// Every output of a command, for checks that a secret never shows.
+fn all_output(o: &Output) -> String {
+    format!("{}{}", stdout(o), String::from_utf8_lossy(&o.stderr))
+}
+
+#[test]
+fn push_and_pull_between_a_file_and_a_server_without_showing_the_password() {
+    use tgc_cache::throwaway::ThrowawayServer;
+    let server = ThrowawayServer::start().unwrap();
+    let url = server.new_database().unwrap();
+    let pw = ThrowawayServer::PASSWORD;
+    let shown = url.replace(&format!(":{pw}@"), "@");
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("local.sqlite");
+    let f = file.to_str().unwrap();
+    let fx = fixture();
+    assert!(
+        tgc(&["cache", "import", fx.to_str().unwrap(), "--cache", f])
+            .status
+            .success()
+    );
+
+    let o = tgc(&["cache", "push", "--cache", f, "--to", &url]);
+    assert!(o.status.success(), "{}", all_output(&o));
+    let line = stdout(&o);
+    assert!(line.starts_with(&format!("{f} -> {shown}: ")), "{line}");
+    let records: usize = line
+        .split(": ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(
+        records > 0 && line.contains(&format!("{records} new")),
+        "{line}"
+    );
+    let o = tgc(&["cache", "push", "--from", f, "--to", &url]);
+    assert!(
+        stdout(&o).contains(&format!("0 new, 0 improved, {records} already there")),
+        "idempotent: {}",
+        all_output(&o)
+    );
+    // The server cache through $TGC_CACHE as well as --cache.
+    let stats = |cache: &str, env: bool| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tgc"));
+        cmd.args(["cache", "stats", "--json"]);
+        if env {
+            cmd.env("TGC_CACHE", cache);
+        } else {
+            cmd.env_remove("TGC_CACHE").args(["--cache", cache]);
+        }
+        let o = cmd.output().unwrap();
+        assert!(o.status.success(), "{}", all_output(&o));
+        no_secret(&all_output(&o), pw);
+        let mut v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let path = v["path"].as_str().unwrap().to_string();
+        for k in ["path", "file_bytes"] {
+            v.as_object_mut().unwrap().remove(k);
+        }
+        (path, v)
+    };
+    let (p_server, v_server) = stats(&url, true);
+    assert_eq!(p_server, shown);
+    assert_eq!(stats(&url, false).1, v_server);
+    let (_, v_file) = stats(f, false);
+    assert_eq!(v_server, v_file, "the server holds what the file holds");
+    for args in [
+        vec!["cache", "verify", "--cache", &url],
+        vec!["cache", "stats", "--cache", &url],
+        vec!["cache", "gc", "--cache", &url],
+    ] {
+        let o = tgc(&args);
+        assert!(o.status.success(), "{args:?}: {}", all_output(&o));
+        no_secret(&all_output(&o), pw);
+        assert!(stdout(&o).contains(&shown), "{args:?}: {}", stdout(&o));
+    }
+
+    // Pulled back into a new file: the same contents.
+    let back = tmp.path().join("back.sqlite");
+    let b = back.to_str().unwrap();
+    let o = tgc(&["cache", "pull", "--from", &url, "--cache", b]);
+    assert!(o.status.success(), "{}", all_output(&o));
+    assert_eq!(stats(b, false).1, v_file);
+
+    // A wrong password or an unreachable server: one line naming the server, no secret.
+    let wrong = url.replace(pw, "Wrong-Pw-1234");
+    let o = tgc(&["cache", "stats", "--cache", &wrong]);
+    let err = one_line_error(&o, Path::new(&shown));
+    no_secret(&err, "Wrong-Pw-1234");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let nowhere = format!("postgres://tgc:{pw}@127.0.0.1:{port}/x");
+    let o = tgc(&["cache", "push", "--cache", f, "--to", &nowhere]);
+    let err = one_line_error(&o, Path::new(&format!("postgres://tgc@127.0.0.1:{port}/x")));
+    no_secret(&err, pw);
+}
+
+fn no_secret(text: &str, secret: &str) {
+    assert!(!text.contains(secret), "the password shows: {text}");
+}
