@@ -488,8 +488,13 @@ impl Cache {
             .at(&path)?;
         tx.commit().at(&path)?;
         if vacuum {
-            // Both dialects spell it so; outside any transaction on both.
-            self.conn.batch("VACUUM").at(&path)?;
+            // Outside any transaction on both; a server also refreshes its planner statistics.
+            let sql = if self.conn.is_server() {
+                "VACUUM ANALYZE"
+            } else {
+                "VACUUM"
+            };
+            self.conn.batch(sql).at(&path)?;
         }
         if let Some(conn) = self.conn.lite() {
             // Best effort: readers of other processes may hold the WAL; then it shrinks later.
