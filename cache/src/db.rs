@@ -8,6 +8,10 @@
 //! differs is only what cannot be shared: the DDL of the migrations, where the schema
 //! version lives, and the pragmas and maintenance (WAL, VACUUM) of a file.
 //!
+//! Each backend implements [`Backend`] (statements, row streams, transaction bounds):
+//! `rusqlite::Connection` for a file, [`crate::server::PgConn`] for a server. [`Db`] holds
+//! one of them and gives the store its typed reads.
+//!
 //! Transactions: [`Db::begin_write`] serializes writers on both backends. SQLite takes its
 //! write lock up front (`BEGIN IMMEDIATE`); PostgreSQL takes one transaction-scoped
 //! advisory lock, so a write transaction of tgc sees the state the previous one committed,
@@ -226,25 +230,141 @@ macro_rules! impl_column {
 
 impl_column!(f64, Option<f64>, String, Option<String>, Vec<u8>);
 
-/// An open connection.
-pub(crate) enum Db {
-    Lite(rusqlite::Connection),
-    Pg(RefCell<crate::server::PgConn>),
+/// What each backend implements: statements, row streams and transaction bounds. The
+/// store never sees more than this (and, for what only a file has, [`Backend::sqlite`]).
+pub(crate) trait Backend: Send {
+    /// Runs one statement; returns the rows it changed.
+    fn exec(&self, sql: &str, args: &[Value]) -> DbResult<usize>;
+    /// Hands the rows of a query to `f`, at most `max` of them.
+    fn each_row(
+        &self,
+        sql: &str,
+        args: &[Value],
+        max: usize,
+        f: &mut dyn FnMut(&Row) -> DbResult<()>,
+    ) -> DbResult<()>;
+    /// Several statements without parameters (DDL, maintenance).
+    fn batch(&self, sql: &str) -> DbResult<()>;
+    /// Opens a transaction: a snapshot for reading, or the one writer lock for writing.
+    fn begin(&self, write: bool) -> DbResult<()>;
+    /// Ends the open transaction.
+    fn end(&self, commit: bool) -> DbResult<()>;
+    /// The SQLite connection, for what only a file has (pragmas, integrity checks).
+    fn sqlite(&self) -> Option<&rusqlite::Connection> {
+        None
+    }
+}
+
+impl Backend for rusqlite::Connection {
+    fn exec(&self, sql: &str, args: &[Value]) -> DbResult<usize> {
+        Ok(self
+            .prepare_cached(sql)?
+            .execute(rusqlite::params_from_iter(args))?)
+    }
+
+    fn each_row(
+        &self,
+        sql: &str,
+        args: &[Value],
+        max: usize,
+        f: &mut dyn FnMut(&Row) -> DbResult<()>,
+    ) -> DbResult<()> {
+        let mut stmt = self.prepare_cached(sql)?;
+        let mut rows = stmt.query(rusqlite::params_from_iter(args))?;
+        for _ in 0..max {
+            let Some(r) = rows.next()? else { break };
+            f(&Row::Lite(r))?;
+        }
+        Ok(())
+    }
+
+    fn batch(&self, sql: &str) -> DbResult<()> {
+        Ok(self.execute_batch(sql)?)
+    }
+
+    fn begin(&self, write: bool) -> DbResult<()> {
+        self.batch(if write { "BEGIN IMMEDIATE" } else { "BEGIN" })
+    }
+
+    fn end(&self, commit: bool) -> DbResult<()> {
+        self.batch(if commit { "COMMIT" } else { "ROLLBACK" })
+    }
+
+    fn sqlite(&self) -> Option<&rusqlite::Connection> {
+        Some(self)
+    }
+}
+
+impl Backend for RefCell<crate::server::PgConn> {
+    fn exec(&self, sql: &str, args: &[Value]) -> DbResult<usize> {
+        self.borrow_mut().execute(sql, args)
+    }
+
+    fn each_row(
+        &self,
+        sql: &str,
+        args: &[Value],
+        max: usize,
+        f: &mut dyn FnMut(&Row) -> DbResult<()>,
+    ) -> DbResult<()> {
+        let rows = self.borrow_mut().query(sql, args)?;
+        for r in rows.iter().take(max) {
+            f(&Row::Pg(r))?;
+        }
+        Ok(())
+    }
+
+    fn batch(&self, sql: &str) -> DbResult<()> {
+        self.borrow_mut().batch(sql)
+    }
+
+    fn begin(&self, write: bool) -> DbResult<()> {
+        let mut c = self.borrow_mut();
+        if !write {
+            return c.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+        }
+        c.begin("BEGIN")?;
+        if let Err(e) = c.execute("SELECT pg_advisory_xact_lock(?1)", args![WRITE_LOCK_KEY]) {
+            let _ = c.finish("ROLLBACK");
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn end(&self, commit: bool) -> DbResult<()> {
+        self.borrow_mut()
+            .finish(if commit { "COMMIT" } else { "ROLLBACK" })
+    }
+}
+
+/// An open connection, to a file or a server, and the typed reads over [`Backend`].
+pub(crate) struct Db {
+    backend: Box<dyn Backend>,
+    server: bool,
 }
 
 impl Db {
+    pub(crate) fn file(conn: rusqlite::Connection) -> Db {
+        Db {
+            backend: Box::new(conn),
+            server: false,
+        }
+    }
+
+    pub(crate) fn server(conn: crate::server::PgConn) -> Db {
+        Db {
+            backend: Box::new(RefCell::new(conn)),
+            server: true,
+        }
+    }
+
     pub(crate) fn is_server(&self) -> bool {
-        matches!(self, Db::Pg(_))
+        self.server
     }
 
     /// Runs one statement; returns the rows it changed.
     pub(crate) fn exec(&self, sql: &str, args: &[Value]) -> DbResult<usize> {
-        match self {
-            Db::Lite(c) => Ok(c
-                .prepare_cached(sql)?
-                .execute(rusqlite::params_from_iter(args))?),
-            Db::Pg(c) => c.borrow_mut().execute(sql, args),
-        }
+        self.backend.exec(sql, args)
     }
 
     /// The rows of a query, each decoded by `f`, at most `max` of them.
@@ -256,21 +376,10 @@ impl Db {
         mut f: impl FnMut(&Row) -> DbResult<T>,
     ) -> DbResult<Vec<T>> {
         let mut out = Vec::new();
-        match self {
-            Db::Lite(c) => {
-                let mut stmt = c.prepare_cached(sql)?;
-                let mut rows = stmt.query(rusqlite::params_from_iter(args))?;
-                while out.len() < max {
-                    let Some(r) = rows.next()? else { break };
-                    out.push(f(&Row::Lite(r))?);
-                }
-            }
-            Db::Pg(c) => {
-                for r in c.borrow_mut().query(sql, args)?.iter().take(max) {
-                    out.push(f(&Row::Pg(r))?);
-                }
-            }
-        }
+        self.backend.each_row(sql, args, max, &mut |r| {
+            out.push(f(r)?);
+            Ok(())
+        })?;
         Ok(out)
     }
 
@@ -306,20 +415,12 @@ impl Db {
 
     /// Several statements without parameters (DDL, maintenance).
     pub(crate) fn batch(&self, sql: &str) -> DbResult<()> {
-        match self {
-            Db::Lite(c) => Ok(c.execute_batch(sql)?),
-            Db::Pg(c) => c.borrow_mut().batch(sql),
-        }
+        self.backend.batch(sql)
     }
 
     /// A read transaction: one consistent snapshot while others write.
     pub(crate) fn begin_read(&self) -> DbResult<Txn<'_>> {
-        match self {
-            Db::Lite(_) => self.batch("BEGIN")?,
-            Db::Pg(c) => c
-                .borrow_mut()
-                .begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?,
-        }
+        self.backend.begin(false)?;
         Ok(Txn {
             db: self,
             open: true,
@@ -328,18 +429,7 @@ impl Db {
 
     /// A write transaction that holds the one writer lock from its start.
     pub(crate) fn begin_write(&self) -> DbResult<Txn<'_>> {
-        match self {
-            Db::Lite(_) => self.batch("BEGIN IMMEDIATE")?,
-            Db::Pg(c) => {
-                let mut c = c.borrow_mut();
-                c.begin("BEGIN")?;
-                if let Err(e) = c.execute("SELECT pg_advisory_xact_lock(?1)", args![WRITE_LOCK_KEY])
-                {
-                    let _ = c.finish("ROLLBACK");
-                    return Err(e);
-                }
-            }
-        }
+        self.backend.begin(true)?;
         Ok(Txn {
             db: self,
             open: true,
@@ -348,10 +438,7 @@ impl Db {
 
     /// The SQLite connection, for what only a file has (pragmas, integrity checks).
     pub(crate) fn lite(&self) -> Option<&rusqlite::Connection> {
-        match self {
-            Db::Lite(c) => Some(c),
-            Db::Pg(_) => None,
-        }
+        self.backend.sqlite()
     }
 }
 
@@ -364,10 +451,7 @@ pub(crate) struct Txn<'a> {
 impl Txn<'_> {
     pub(crate) fn commit(mut self) -> DbResult<()> {
         self.open = false;
-        match self.db {
-            Db::Lite(_) => self.db.batch("COMMIT"),
-            Db::Pg(c) => c.borrow_mut().finish("COMMIT"),
-        }
+        self.db.backend.end(true)
     }
 }
 
@@ -381,10 +465,7 @@ impl std::ops::Deref for Txn<'_> {
 impl Drop for Txn<'_> {
     fn drop(&mut self) {
         if self.open {
-            let _ = match self.db {
-                Db::Lite(c) => c.execute_batch("ROLLBACK").map_err(DbError::from),
-                Db::Pg(c) => c.borrow_mut().finish("ROLLBACK"),
-            };
+            let _ = self.db.backend.end(false);
         }
     }
 }

@@ -24,7 +24,6 @@ use crate::schema;
 use crate::server::{is_server_url, PgConn, ServerUrl};
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
-use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -193,7 +192,7 @@ impl Cache {
             schema::migrate(&mut conn, &path, schema::MIGRATIONS)?;
         }
         Ok(Cache {
-            conn: Db::Lite(conn),
+            conn: Db::file(conn),
             path,
             config,
         })
@@ -217,7 +216,7 @@ impl Cache {
         })?;
         let location = PathBuf::from(&server.shown);
         let conn = PgConn::connect(server.config, config.read_only).at(&location)?;
-        let conn = Db::Pg(RefCell::new(conn));
+        let conn = Db::server(conn);
         let version = schema::server_version(&conn).at(&location)?;
         if version == 0 && !create {
             return Err(CacheError::Missing { path: location });
