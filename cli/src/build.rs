@@ -19,10 +19,13 @@ pub struct BuildArgs {
     /// `llvm` (this machine), `llvm-generic`, `cuda`, or a TVM target JSON.
     #[arg(long, default_value = "llvm")]
     target: String,
-    /// The cache file (default: $TGC_CACHE, else the user cache dir); it must exist and
-    /// hold records for the target.
-    #[arg(long)]
+    /// The cache file or postgres:// URL (default: $TGC_CACHE, else the user cache dir); it
+    /// must exist and hold records for the target.
+    #[arg(long, value_name = "PATH|URL")]
     cache: Option<PathBuf>,
+    /// Read the cache, never write it: records measured for transferred tasks stay out.
+    #[arg(long, conflicts_with = "no_cache")]
+    cache_read_only: bool,
     /// TVM's default schedules for every task (an untuned build, for comparison).
     #[arg(long, conflicts_with = "cache")]
     no_cache: bool,
@@ -53,6 +56,7 @@ pub fn run(args: BuildArgs) -> Result<()> {
     let config = BuildConfig {
         target: args.target.clone(),
         cache: args.cache.clone(),
+        cache_read_only: args.cache_read_only,
         no_cache: args.no_cache,
         measure_candidates: args.measure_candidates,
         check: args.check,

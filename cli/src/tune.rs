@@ -19,9 +19,15 @@ pub struct TuneArgs {
     /// `llvm-generic` (portable code for the triple), `cuda`, or a TVM target JSON.
     #[arg(long, default_value = "llvm")]
     target: String,
-    /// The cache file (default: $TGC_CACHE, else the user cache dir).
-    #[arg(long)]
+    /// The cache: a file, or a shared PostgreSQL server as postgres://USER@HOST:PORT/DB
+    /// (password from the URL, $PGPASSWORD or the password file) (default: $TGC_CACHE,
+    /// else the user cache dir).
+    #[arg(long, value_name = "PATH|URL")]
     cache: Option<PathBuf>,
+    /// Read the cache, never write it (e.g. a CI job consuming a team's cache): lookups
+    /// and seeds as usual, no write-back.
+    #[arg(long, conflicts_with = "no_cache")]
+    cache_read_only: bool,
     /// Measured candidates per task, seeds included.
     #[arg(long, default_value_t = SeedPolicy::DEFAULT.trials)]
     trials_per_task: i64,
@@ -92,6 +98,7 @@ impl TuneArgs {
         TuneConfig {
             target: self.target.clone(),
             cache: self.cache.clone(),
+            cache_read_only: self.cache_read_only,
             no_cache: self.no_cache,
             policy: SeedPolicy {
                 trials: self.trials_per_task,

@@ -125,10 +125,10 @@ impl AnnotateCache {
         Ok(())
     }
 
-    /// The cache, when the file exists: no cache yet means no candidates, not an error (the
-    /// first run of a model).
+    /// The cache, when the file exists (a server is always opened): no cache yet means no
+    /// candidates, not an error (the first run of a model).
     pub fn open(&self) -> Result<Option<Cache>, String> {
-        if self.path.exists() {
+        if tgc_cache::server::is_server_url(&self.path) || self.path.exists() {
             Cache::open_existing(&self.path)
                 .map(Some)
                 .map_err(|e| e.to_string())

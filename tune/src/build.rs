@@ -44,8 +44,11 @@ use tgc_tvm::{
 pub struct BuildConfig {
     /// As [`TuneConfig::target`].
     pub target: String,
-    /// The cache file; `None`: `$TGC_CACHE`, else the user cache dir. It must exist.
+    /// The cache file or `postgres://` URL; `None`: `$TGC_CACHE`, else the user cache dir.
+    /// It must exist.
     pub cache: Option<PathBuf>,
+    /// As [`TuneConfig::cache_read_only`]: records a build measures are not written back.
+    pub cache_read_only: bool,
     /// TVM's default schedules for every task: no cache is read.
     pub no_cache: bool,
     /// Candidates measured per transferred task (0: rank only, nothing measured).
@@ -76,6 +79,7 @@ impl BuildConfig {
         BuildConfig {
             target: "llvm".into(),
             cache: None,
+            cache_read_only: false,
             no_cache: false,
             measure_candidates: Self::DEFAULT_MEASURE_CANDIDATES,
             max_candidates: SeedPolicy::DEFAULT.max_seeds,
@@ -92,6 +96,7 @@ impl BuildConfig {
         TuneConfig {
             target: self.target.clone(),
             cache: self.cache.clone(),
+            cache_read_only: self.cache_read_only,
             no_cache: self.no_cache,
             policy: SeedPolicy {
                 max_seeds: self.max_candidates,
@@ -337,7 +342,7 @@ pub fn build(
     }
     if !config.no_cache {
         // Before the worker starts: a missing or unreadable cache is a quick one-line error.
-        if !cache_path.exists() {
+        if !tgc_cache::server::is_server_url(&cache_path) && !cache_path.exists() {
             return Err(TuneError::Io {
                 path: cache_path,
                 message:
@@ -672,6 +677,7 @@ fn plan_task(
                     &result.records,
                     result.trials,
                     "build",
+                    observer,
                 )?;
             }
         }

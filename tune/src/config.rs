@@ -22,8 +22,11 @@ pub struct TuneConfig {
     /// `llvm` (this machine: its CPU, triple and physical cores), `llvm-generic` (portable
     /// code), `cuda`, or a TVM target JSON.
     pub target: String,
-    /// The cache file; `None`: `$TGC_CACHE`, else the user cache dir.
+    /// The cache: a file or a `postgres://` URL; `None`: `$TGC_CACHE`, else the user cache dir.
     pub cache: Option<PathBuf>,
+    /// Read the cache, never write it (a CI job consuming a team's cache): opened
+    /// read-only, no write-back.
+    pub cache_read_only: bool,
     /// Stock MetaSchedule with the same budget: no cache reads or writes, no seeds, no early
     /// stop.
     pub no_cache: bool,
@@ -58,6 +61,7 @@ impl TuneConfig {
         TuneConfig {
             target: "llvm".into(),
             cache: None,
+            cache_read_only: false,
             no_cache: false,
             policy: SeedPolicy::DEFAULT,
             trials_per_round: Self::DEFAULT_TRIALS_PER_ROUND,

@@ -280,6 +280,9 @@ pub(crate) struct Run<'a> {
     pub(crate) toolchain: Toolchain,
     pub(crate) cost_model: Option<PathBuf>,
     pub(crate) work_dir: PathBuf,
+    /// The cache refuses writes (opened read-only, or a role that may only read): the
+    /// run's records are not written back; said once.
+    pub(crate) cache_writes_refused: bool,
 }
 
 impl<'a> Run<'a> {
@@ -309,16 +312,35 @@ impl<'a> Run<'a> {
             .map_err(|e| TuneError::Config(format!("target: {e}")))?;
         let target =
             Target::from_json(&target_json).map_err(|e| TuneError::Config(e.to_string()))?;
+        let mut read_only = config.cache_read_only;
         let cache = if config.no_cache {
             None
         } else {
-            let mut c = Cache::open(cache_path)?;
-            let moved = c.register_target(spelled, &target, &toolchain)?;
-            if moved > 0 {
+            let cache_config = tgc_cache::CacheConfig {
+                read_only: config.cache_read_only,
+                ..tgc_cache::CacheConfig::default()
+            };
+            let mut c = Cache::open_with(cache_path, cache_config, !config.cache_read_only)?;
+            if config.cache_read_only {
                 observer.warning(&format!(
-                    "{}: {moved} records filed under the target spelling {spelled} now belong to TVM's canonical form {target}",
-                    cache_path.display()
+                    "{}: opened read-only: lookups only, no record of this run is written back",
+                    c.path().display()
                 ));
+            } else {
+                match c.register_target(spelled, &target, &toolchain) {
+                    Ok(moved) if moved > 0 => observer.warning(&format!(
+                        "{}: {moved} records filed under the target spelling {spelled} now belong to TVM's canonical form {target}",
+                        c.path().display()
+                    )),
+                    Ok(_) => {}
+                    Err(e) if e.is_read_only() => {
+                        observer.warning(&format!(
+                            "{e}; lookups only, no record of this run is written back"
+                        ));
+                        read_only = true;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
             }
             Some(c)
         };
@@ -343,6 +365,7 @@ impl<'a> Run<'a> {
             toolchain,
             cost_model,
             work_dir,
+            cache_writes_refused: read_only,
         })
     }
 }
@@ -449,7 +472,14 @@ impl Run<'_> {
             tvm_hash,
             json: lowered.workload_json,
         };
-        let written = self.write_back(task, Some(workload), &result.records, effort, "tune")?;
+        let written = self.write_back(
+            task,
+            Some(workload),
+            &result.records,
+            effort,
+            "tune",
+            observer,
+        )?;
         for e in &result.cost_model.errors {
             observer.warning(e);
         }
@@ -598,7 +628,8 @@ impl Run<'_> {
     }
 
     /// Writes the task's records back with `source` (`tune`, `build`) as their provenance;
-    /// returns how many were inserted or improved.
+    /// returns how many were inserted or improved. A cache that refuses writes (read-only)
+    /// is warned about once and then skipped.
     pub(crate) fn write_back(
         &mut self,
         task: &Task,
@@ -606,7 +637,11 @@ impl Run<'_> {
         records: &[TuneRecord],
         effort: u64,
         source: &str,
+        observer: &mut dyn Observer,
     ) -> Result<usize, TuneError> {
+        if self.cache_writes_refused {
+            return Ok(0);
+        }
         let Some(cache) = self.cache.as_mut() else {
             return Ok(0);
         };
@@ -637,9 +672,17 @@ impl Run<'_> {
                 })
             })
             .collect();
-        let summary = cache
-            .put(&entry, &self.target, &self.toolchain, &new)
-            .map_err(|e| task_error(&task.name, e))?;
+        let summary = match cache.put(&entry, &self.target, &self.toolchain, &new) {
+            Ok(s) => s,
+            Err(e) if e.is_read_only() => {
+                observer.warning(&format!(
+                    "{e}; from here on no record of this run is written back"
+                ));
+                self.cache_writes_refused = true;
+                return Ok(0);
+            }
+            Err(e) => return Err(task_error(&task.name, e)),
+        };
         Ok(summary.inserted + summary.improved)
     }
 
