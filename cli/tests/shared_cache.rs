@@ -130,6 +130,16 @@ fn a_reader_that_may_only_select_uses_the_teams_records_and_writes_nothing() {
         records,
         "nothing was written"
     );
+    // Nor in any file the runs left: reports, worker logs, MetaSchedule's logs.
+    let mut files = vec![dir.path().to_path_buf()];
+    while let Some(p) = files.pop() {
+        if p.is_dir() {
+            files.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+        } else {
+            outputs.push(String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned());
+        }
+    }
+    assert!(outputs.len() > 6, "the runs left their logs");
     for o in outputs {
         assert!(
             !o.contains("ci-secret-pw") && !o.contains(ThrowawayServer::PASSWORD),
