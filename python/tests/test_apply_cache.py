@@ -164,6 +164,38 @@ class TestApplyCache(unittest.TestCase):
             self.assertTrue(tvm_ffi.structural_equal(theirs[name].body, f.body), name)
             self.assertEqual(int(theirs[name].attrs["op_pattern"]), tgc.relax.OPAQUE)
 
+    def test_an_onnx_model_keeps_its_signature_and_loses_the_te_functions_it_no_longer_calls(self):
+        """from_onnx writes Clip as call_tir of TE PrimFuncs (maximum, minimum), which
+        from_relax reads as a clip: the pass's main no longer calls them, and they go."""
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+        from tvm.relax.frontend.onnx import from_onnx
+
+        rng = np.random.default_rng(2)
+        w = numpy_helper.from_array(rng.normal(0, 0.3, (8, 3, 3, 3)).astype("float32"), "w")
+        lo = numpy_helper.from_array(np.array(0.0, "float32"), "lo")
+        hi = numpy_helper.from_array(np.array(0.5, "float32"), "hi")
+        graph = helper.make_graph(
+            [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Clip", ["c", "lo", "hi"], ["y"])],
+            "conv_clip",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])],
+            [w, lo, hi])
+        mod = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+        te = set(prim_funcs(mod))
+        self.assertTrue(te, "from_onnx wrote Clip as TE functions")
+        apply = tgc.relax.ApplyCache(no_cache=True, name="conv_clip", work_dir=self.dir / "onnx")
+        out = apply(mod)
+        self.assertFalse(te & set(prim_funcs(out)))
+        self.assertEqual(apply.report["totals"]["tasks_by_tier"], {"default": 1})
+        self.assertEqual([p.name for p in out["main"].params], [p.name for p in mod["main"].params])
+        x = np.random.default_rng(3).uniform(-1, 1, (1, 3, 8, 8)).astype("float32")
+        want = run(tvm.compile(mod, target=apply.target), x)
+        np.testing.assert_allclose(run(tvm.compile(out, target=apply.target), x), want,
+                                   rtol=1e-5, atol=1e-5)
+        self.assertEqual((float(want.min()), float(want.max())), (0.0, 0.5), "both bounds bite")
+
     def test_an_unsupported_op_is_a_one_line_error(self):
         bb = relax.BlockBuilder()
         x = relax.Var("x", relax.TensorType((4, 4), "float32"))

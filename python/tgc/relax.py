@@ -149,7 +149,8 @@ class ApplyCache:
 
 def _assemble(mod, entry: str, scheduled, functions, lifted, name: str) -> tvm.IRModule:
     """`mod` with `entry` replaced by the scheduled model's main (the caller's parameters,
-    the lifted constants bound) and the task PrimFuncs added, marked opaque."""
+    the lifted constants bound) and the task PrimFuncs added, marked opaque; the private
+    PrimFuncs only the replaced function called are dropped."""
     user_gv = mod.get_global_var(entry)
     user = mod[user_gv]
     main = scheduled["main"]
@@ -180,8 +181,19 @@ def _assemble(mod, entry: str, scheduled, functions, lifted, name: str) -> tvm.I
     func = rx.Function(list(user.params), body, ret, user.is_pure, user.attrs)
 
     tasks = {f: t for t, fs in functions for f in fs}
-    taken = {gv.name_hint for gv in mod.get_global_vars()} - {entry}
     out = {gv: f for gv, f in mod.functions_items() if gv.name_hint != entry}
+    # What only the replaced function called (the TE PrimFuncs from_onnx emits for Clip and
+    # Pad, which from_relax read as ops) goes with it, unless it is public.
+    still = set()
+    for f in out.values():
+        if isinstance(f, rx.Function):
+            still.update(rx.analysis.all_global_vars(f))
+    for gv in rx.analysis.all_global_vars(user):
+        f = out.get(gv)
+        if (isinstance(f, tvm.tirx.PrimFunc) and gv not in still
+                and not (f.attrs and "global_symbol" in f.attrs)):
+            del out[gv]
+    taken = {gv.name_hint for gv in out}
     out[user_gv] = func
     for gv, f in scheduled.functions_items():
         if not isinstance(f, tvm.tirx.PrimFunc):
