@@ -196,6 +196,25 @@ class TestApplyCache(unittest.TestCase):
                                    rtol=1e-5, atol=1e-5)
         self.assertEqual((float(want.min()), float(want.max())), (0.0, 0.5), "both bounds bite")
 
+    def test_a_one_element_tuple_result_stays_a_tuple(self):
+        bb = relax.BlockBuilder()
+        x = relax.Var("x", relax.TensorType((2, 8), "float32"))
+        with bb.function("main", [x]):
+            with bb.dataflow():
+                y = bb.emit(R.nn.relu(x))
+                out = bb.emit_output(relax.Tuple([y]))
+            bb.emit_func_output(out)
+        mod = bb.get()
+        apply = tgc.relax.ApplyCache(no_cache=True, name="tuple", work_dir=self.dir / "tuple")
+        out = apply(mod)
+        self.assertTrue(tvm_ffi.structural_equal(out["main"].ret_ty, mod["main"].ret_ty))
+        dev = tvm.cpu()
+        v = np.linspace(-1, 1, 16, dtype="float32").reshape(2, 8)
+        got = relax.VirtualMachine(tvm.compile(out, target=apply.target), dev)["main"](
+            tvm.runtime.tensor(v, dev))
+        self.assertEqual(len(got), 1)
+        np.testing.assert_array_equal(got[0].numpy(), np.maximum(v, 0))
+
     def test_an_unsupported_op_is_a_one_line_error(self):
         bb = relax.BlockBuilder()
         x = relax.Var("x", relax.TensorType((4, 4), "float32"))

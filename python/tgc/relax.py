@@ -205,7 +205,8 @@ def _assemble(mod, entry: str, scheduled, functions, lifted, name: str) -> tvm.I
         if gv.name_hint in tasks:
             f = f.with_attr("tgc.task", tasks[gv.name_hint])
         out[gv] = f
-    result = tvm.IRModule(out, attrs=mod.attrs)
+    # Normalize gives the new nodes (a result wrapped in a tuple) their types.
+    result = rx.transform.Normalize()(tvm.IRModule(out, attrs=mod.attrs))
     try:
         rx.analysis.well_formed(result)
     except Exception as e:  # noqa: BLE001 - TVM's own account of the violation
