@@ -452,6 +452,15 @@ fn build_json(
     options: &str,
 ) -> PyResult<(String, Vec<String>, Option<String>)> {
     let o = Options::parse(options, BUILD_OPTIONS)?;
+    let c = build_config(model, output, &o)?;
+    let module = module.inner.clone();
+    let (result, warnings) = detached(py, move |w| tgc_tune::build(module, &c, w));
+    let report = result.map_err(err)?;
+    Ok(outcome(report.to_json(), warnings, report.check_outputs()))
+}
+
+/// The options of `build_json` as a [`tgc_tune::BuildConfig`] (`output` is `output`).
+fn build_config(model: &str, output: PathBuf, o: &Options) -> PyResult<tgc_tune::BuildConfig> {
     let mut c = tgc_tune::BuildConfig::new(model, output);
     if let Some(t) = o.str("target")? {
         c.target = t;
@@ -464,10 +473,77 @@ fn build_json(
     c.check = o.bool("check")?.unwrap_or(false);
     c.bench = o.bool("bench")?.unwrap_or(false);
     c.work_dir = o.str("work_dir")?.map(PathBuf::from);
+    Ok(c)
+}
+
+const PLAN_OPTIONS: &[&str] = &[
+    "target",
+    "cache",
+    "no_cache",
+    "measure_candidates",
+    "work_dir",
+];
+
+/// `tgc build`'s choice of records per task, without the build (`tgc_tune::plan_schedules`):
+/// what `tgc.relax.ApplyCache` applies to a Relax module itself.
+#[pyclass(module = "tgc._native", name = "SchedulePlan", frozen)]
+struct SchedulePlan {
+    inner: tgc_tune::SchedulePlan,
+}
+
+#[pymethods]
+impl SchedulePlan {
+    /// The partitioned model as the worker's `build` takes it (JSON text).
+    fn module_json(&self) -> String {
+        self.inner.module.to_string()
+    }
+
+    /// `{function name: [record, ...]}`, best first (JSON text): the worker's `build` records.
+    fn records_json(&self) -> String {
+        serde_json::to_string(&self.inner.records).expect("JSON values serialize")
+    }
+
+    /// TVM's canonical form of the target the records are for (JSON text).
+    fn target_json(&self) -> String {
+        self.inner.target.to_string()
+    }
+
+    /// `[(task name, [function names])]`, in the model's order.
+    fn functions(&self) -> Vec<(String, Vec<String>)> {
+        self.inner.functions.clone()
+    }
+
+    /// The `tgc.apply-cache/1` report (JSON text) once the records are applied: `built` is
+    /// what `tgc_worker.measure.Scheduled.result` says (the worker's `build` result, JSON).
+    fn report_json(&self, built: &str) -> PyResult<String> {
+        let built: tgc_tvm::Built =
+            serde_json::from_str(built).map_err(|e| err(format!("applied records: {e}")))?;
+        Ok(self.inner.report(&built).to_string())
+    }
+}
+
+/// Plans the records of every task of `module` as `tgc build` does (the options are
+/// `build_json`'s, without output, check and bench); starts the TVM worker. Returns the plan
+/// and the run's warnings.
+#[pyfunction]
+fn schedule_plan(
+    py: Python<'_>,
+    module: &Module,
+    model: &str,
+    options: &str,
+) -> PyResult<(SchedulePlan, Vec<String>)> {
+    let o = Options::parse(options, PLAN_OPTIONS)?;
+    let c = build_config(model, PathBuf::new(), &o)?;
     let module = module.inner.clone();
-    let (result, warnings) = detached(py, move |w| tgc_tune::build(module, &c, w));
-    let report = result.map_err(err)?;
-    Ok(outcome(report.to_json(), warnings, report.check_outputs()))
+    let (result, warnings) = detached(py, move |w| tgc_tune::plan_schedules(module, &c, w));
+    let inner = result.map_err(err)?;
+    Ok((SchedulePlan { inner }, warnings))
+}
+
+/// Where the TVM worker package (`tgc_worker`) of the clone that built this extension lives.
+#[pyfunction]
+fn worker_dir() -> PathBuf {
+    tgc_tvm::worker_dir()
 }
 
 /// The TVM workload hash of each task of `module` lowered for `target` (what `tgc cache
@@ -496,5 +572,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tune_json, m)?)?;
     m.add_function(wrap_pyfunction!(build_json, m)?)?;
     m.add_function(wrap_pyfunction!(workload_hashes, m)?)?;
+    m.add_class::<SchedulePlan>()?;
+    m.add_function(wrap_pyfunction!(schedule_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(worker_dir, m)?)?;
     Ok(())
 }

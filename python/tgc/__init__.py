@@ -7,6 +7,9 @@ dicts. A model is a path (ONNX, text IR, or a zoo name, as the CLI takes it), a 
 ``tvm.IRModule`` (through :func:`from_relax`), or a :class:`Module`.
 
 Every error is a :class:`TgcError` with the one-line message the CLI prints.
+
+``tgc.relax`` (imported on first use, it needs TVM) holds ``ApplyCache``, the pass that
+applies the cached schedules inside TVM's own pipeline, and ``compile``.
 """
 
 from __future__ import annotations
@@ -26,8 +29,17 @@ Module = _native.Module
 
 __all__ = [
     "TgcError", "Module", "load", "from_relax", "relax_text", "tasks", "similarity", "Cache",
-    "tune", "build",
+    "tune", "build", "relax",
 ]
+
+
+def __getattr__(name: str):
+    # tgc.relax imports TVM; the rest of the package works without it.
+    if name == "relax":
+        import importlib
+
+        return importlib.import_module(".relax", __name__)
+    raise AttributeError(f"module 'tgc' has no attribute {name!r}")
 
 
 def _is_irmodule(model: Any) -> bool:

@@ -161,6 +161,9 @@ class _Converter:
         self.mod = mod
         self.func_name = func_name
         self.params: list[tuple[str, _Tensor]] = []
+        # The values of the constants lifted to parameters, in the order of those parameters
+        # (after the function's own).
+        self.lifted: list = []
         self.lines: list[str] = []
         self.names: set[str] = set()
         # Relax Var -> a tgc value name, a _Const, or a tuple of those.
@@ -216,6 +219,7 @@ class _Converter:
         else:
             name = self.fresh("param")
             self.params.append((name, ty))
+            self.lifted.append(arr)
         self.types[name] = ty
         c.value = name
         return name
@@ -623,8 +627,18 @@ def from_relax(mod, name: str = "relax", func: str | None = None):
     Returns a ``tgc.Module``; ``tgc.tasks(module)`` lists its tasks. An op tgc does not
     support raises ``tgc.TgcError`` naming the op and the binding.
     """
-    text = relax_text(mod, name, func)
-    return _native.Module.parse(text, f"<relax {name}>")
+    return convert(mod, name, func)[0]
+
+
+def convert(mod, name: str = "relax", func: str | None = None):
+    """``from_relax`` with what it lifted: ``(module, entry, lifted)``, ``entry`` the name
+    of the function converted and ``lifted`` the values (numpy arrays) of the constants that
+    became parameters of ``@main``, in the order of those parameters (after the function's
+    own)."""
+    entry = _entry(mod, func)
+    c = _Converter(mod, entry)
+    text = c.convert(name)
+    return _native.Module.parse(text, f"<relax {name}>"), entry, c.lifted
 
 
 def relax_text(mod, name: str = "relax", func: str | None = None) -> str:

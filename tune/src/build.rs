@@ -21,6 +21,10 @@
 //! The whole model is then built once (the worker's `build_and_measure` with `export`),
 //! checked against an untuned build on random inputs, timed, and written as a plain TVM
 //! library, with a sidecar JSON (`tgc.artifact/1`) naming the target and the inputs in order.
+//!
+//! [`plan_schedules`] stops before that build: it returns the model and each task's records
+//! as the worker's `build` takes them, for a front end that applies them to the model itself
+//! (the Python package's `tgc.relax.ApplyCache`, a pass before `tvm.compile`).
 
 use crate::config::{CostModel, TuneConfig};
 use crate::driver::{task_error, work_dir as make_work_dir, Run, Setup, TuneError};
@@ -177,6 +181,30 @@ pub struct BuildTask {
     pub wall_s: f64,
 }
 
+impl BuildTask {
+    /// The task's entry in the reports (`tgc.build/1`, `tgc.apply-cache/1`).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "name": self.name,
+            "occurrences": self.occurrences,
+            "workload_hash": self.workload_hash.to_string(),
+            "plan_tier": tgc_passes::seeding::tier_name(self.plan_tier),
+            "tier": self.applied.as_str(),
+            "mode": self.mode,
+            "candidates": self.candidates,
+            "tried": self.tried,
+            "failed": self.failed,
+            "measured": self.measured,
+            "source": self.source,
+            "measured_sources": self.measured_sources,
+            "latency_s": self.latency_s,
+            "latency_kind": self.latency_kind,
+            "records_written": self.records_written,
+            "wall_s": self.wall_s,
+        })
+    }
+}
+
 /// The whole build, as the `tgc.build/1` JSON report.
 #[derive(Clone, Debug)]
 pub struct BuildReport {
@@ -237,24 +265,7 @@ impl BuildReport {
             "measure_candidates": self.measure_candidates,
             "artifact": self.artifact,
             "sidecar": self.sidecar,
-            "tasks": self.tasks.iter().map(|t| json!({
-                "name": t.name,
-                "occurrences": t.occurrences,
-                "workload_hash": t.workload_hash.to_string(),
-                "plan_tier": tgc_passes::seeding::tier_name(t.plan_tier),
-                "tier": t.applied.as_str(),
-                "mode": t.mode,
-                "candidates": t.candidates,
-                "tried": t.tried,
-                "failed": t.failed,
-                "measured": t.measured,
-                "source": t.source,
-                "measured_sources": t.measured_sources,
-                "latency_s": t.latency_s,
-                "latency_kind": t.latency_kind,
-                "records_written": t.records_written,
-                "wall_s": t.wall_s,
-            })).collect::<Vec<_>>(),
+            "tasks": self.tasks.iter().map(BuildTask::to_json).collect::<Vec<_>>(),
             "totals": {
                 "tasks": self.tasks.len(),
                 "tasks_by_tier": self.tasks_by_tier(),
@@ -319,27 +330,28 @@ pub fn calling_convention(library: &Path, target: &Value) -> String {
     )
 }
 
-/// Builds `module` as `config` says: a library at `config.output`, its sidecar beside it.
-pub fn build(
-    mut module: Module,
+/// What [`build`] and [`plan_schedules`] share: the run, and each task's records chosen.
+struct Prepared<'a> {
+    run: Run<'a>,
+    requested: Value,
+    tasks: Vec<Task>,
+    planned: Vec<PlannedTask>,
+    tasks_wall_s: f64,
+}
+
+/// Starts the run (after the quick checks of the cache), plans the module and chooses each
+/// task's records (for a measured transfer, measuring its candidates).
+fn prepare<'a>(
+    module: &mut Module,
     config: &BuildConfig,
+    run_config: &'a TuneConfig,
     observer: &mut dyn Observer,
-) -> Result<BuildReport, TuneError> {
-    let started = Instant::now();
-    let run_config = config.run_config();
+) -> Result<Prepared<'a>, TuneError> {
     let Setup {
         requested,
         spelled,
         cache_path,
-    } = Setup::of(&run_config)?;
-    if let Some(dir) = config.output.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if !dir.is_dir() {
-            return Err(TuneError::Io {
-                path: dir.to_path_buf(),
-                message: "no such directory for the output library".into(),
-            });
-        }
-    }
+    } = Setup::of(run_config)?;
     if !config.no_cache {
         // Before the worker starts: a missing or unreadable cache is a quick one-line error.
         if !tgc_cache::server::is_server_url(&cache_path) && !cache_path.exists() {
@@ -352,9 +364,9 @@ pub fn build(
         }
         Cache::open_existing(&cache_path)?;
     }
-    let work_dir = make_work_dir(&run_config, "tgc-build")?;
+    let work_dir = make_work_dir(run_config, "tgc-build")?;
     let mut run = Run::start(
-        &run_config,
+        run_config,
         &spelled,
         &requested,
         &cache_path,
@@ -390,8 +402,8 @@ pub fn build(
             });
         }
     }
-    let overrides = run.plan_module(&mut module, &cache_path)?;
-    let tasks = extract_annotated_tasks(&module)
+    let overrides = run.plan_module(module, &cache_path)?;
+    let tasks = extract_annotated_tasks(module)
         .map_err(|e| TuneError::Config(format!("{}: {e}", config.model_name)))?;
     observer.started(tasks.len());
 
@@ -399,15 +411,41 @@ pub fn build(
     let mut planned = Vec::with_capacity(tasks.len());
     for task in &tasks {
         planned.push(plan_task(
-            &mut run,
-            config,
-            task,
-            &mut module,
-            &overrides,
-            observer,
+            &mut run, config, task, module, &overrides, observer,
         )?);
     }
-    let tasks_wall_s = tasks_started.elapsed().as_secs_f64();
+    Ok(Prepared {
+        run,
+        requested,
+        tasks,
+        planned,
+        tasks_wall_s: tasks_started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Builds `module` as `config` says: a library at `config.output`, its sidecar beside it.
+pub fn build(
+    mut module: Module,
+    config: &BuildConfig,
+    observer: &mut dyn Observer,
+) -> Result<BuildReport, TuneError> {
+    let started = Instant::now();
+    let run_config = config.run_config();
+    if let Some(dir) = config.output.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.is_dir() {
+            return Err(TuneError::Io {
+                path: dir.to_path_buf(),
+                message: "no such directory for the output library".into(),
+            });
+        }
+    }
+    let Prepared {
+        mut run,
+        requested,
+        tasks,
+        planned,
+        tasks_wall_s,
+    } = prepare(&mut module, config, &run_config, observer)?;
 
     observer.measuring();
     let records: Vec<(&Task, Vec<Value>)> = tasks
@@ -478,8 +516,120 @@ pub fn build(
     })
 }
 
+/// A build's per-task record choice without the build: for a front end that applies the
+/// records to the model itself (the Python package's pass for `tvm.compile`). The worker
+/// that chose them is shut down; `module` and `records` are what its `build` method takes.
+#[derive(Clone, Debug)]
+pub struct SchedulePlan {
+    pub model: String,
+    pub target_spelling: Value,
+    /// TVM's canonical form of the target, which the records are for.
+    pub target: Value,
+    pub toolchain: tgc_cache::Toolchain,
+    pub no_cache: bool,
+    pub measure_candidates: u64,
+    /// The partitioned model as the worker takes it (`module_json`): its params, one task
+    /// per function of a task, the calls, the results.
+    pub module: Value,
+    /// Per function of each task, the task's records, best first (the first that replays
+    /// goes in).
+    pub records: BTreeMap<String, Vec<Value>>,
+    /// Each task's functions, in the model's order: `(task name, function names)`.
+    pub functions: Vec<(String, Vec<String>)>,
+    pub tasks_wall_s: f64,
+    tasks: Vec<(Task, PlannedTask)>,
+}
+
+impl SchedulePlan {
+    /// The `tgc.apply-cache/1` report once `built` says how the records went in: per task
+    /// what [`build`]'s report says (tier, mode, source, candidates, latency).
+    pub fn report(&self, built: &Built) -> Value {
+        let tasks: Vec<BuildTask> = self
+            .tasks
+            .iter()
+            .map(|(t, p)| p.clone().finish(t, built))
+            .collect();
+        let mut by_tier = BTreeMap::new();
+        for t in &tasks {
+            *by_tier.entry(t.applied.as_str()).or_insert(0usize) += 1;
+        }
+        let tc = &self.toolchain;
+        json!({
+            "schema": "tgc.apply-cache/1",
+            "model": self.model,
+            "target": self.target,
+            "target_spelling": self.target_spelling,
+            "toolchain": {"tvm": tc.tvm, "tvm_ffi": tc.tvm_ffi, "llvm": tc.llvm, "pinned": tc.is_pinned()},
+            "no_cache": self.no_cache,
+            "measure_candidates": self.measure_candidates,
+            "tasks": self.tasks.iter().zip(&tasks).map(|((t, _), b)| {
+                let mut v = b.to_json();
+                v["functions"] = json!(t.functions);
+                v["exact_key"] = json!(t.keys.exact.to_string());
+                v
+            }).collect::<Vec<_>>(),
+            "scheduled": built.scheduled,
+            "totals": {
+                "tasks": tasks.len(),
+                "tasks_by_tier": by_tier,
+                "tasks_wall_s": self.tasks_wall_s,
+            },
+        })
+    }
+}
+
+/// The records [`build`] would apply to each task of `module`, chosen as it chooses them
+/// (exact records as they are, neighbours' traces for a transfer, with `measure_candidates`
+/// measured), without building the model: `output`, `check` and `bench` are not used.
+pub fn plan_schedules(
+    mut module: Module,
+    config: &BuildConfig,
+    observer: &mut dyn Observer,
+) -> Result<SchedulePlan, TuneError> {
+    let run_config = config.run_config();
+    let Prepared {
+        run,
+        requested,
+        tasks,
+        planned,
+        tasks_wall_s,
+    } = prepare(&mut module, config, &run_config, observer)?;
+    let mj = module_json(&module)
+        .map_err(|e| TuneError::Config(format!("{}: {e}", config.model_name)))?;
+    let mut records = BTreeMap::new();
+    for (t, p) in tasks.iter().zip(&planned) {
+        if p.records.is_empty() {
+            continue;
+        }
+        for f in &t.functions {
+            records.insert(f.clone(), p.records.clone());
+        }
+    }
+    let functions = tasks
+        .iter()
+        .map(|t| (t.name.clone(), t.functions.clone()))
+        .collect();
+    let target = run.target_json.clone();
+    let toolchain = run.toolchain.clone();
+    let _ = run.worker.shutdown();
+    Ok(SchedulePlan {
+        model: config.model_name.clone(),
+        target_spelling: requested,
+        target,
+        toolchain,
+        no_cache: config.no_cache,
+        measure_candidates: config.measure_candidates,
+        module: mj,
+        records,
+        functions,
+        tasks_wall_s,
+        tasks: tasks.into_iter().zip(planned).collect(),
+    })
+}
+
 /// A task's part of the build before the model is built: the records it sends and what the
 /// report says about them.
+#[derive(Clone, Debug)]
 struct PlannedTask {
     plan: SeedPlan,
     workload_hash: u64,

@@ -29,7 +29,8 @@
 //!
 //! [`build`] shares the run's set-up and planning to compile a deployable model from the
 //! cache, with a zero-trial transfer for tasks never tuned (see that module's docs), and
-//! [`bench`] times the library it writes.
+//! [`bench`] times the library it writes; [`plan_schedules`] is its record choice alone, for a
+//! front end that applies the records to the model itself.
 //!
 //! Front ends (the `tgc tune` command) map their flags onto [`TuneConfig`] and present
 //! progress through an [`Observer`]; everything else lives here.
@@ -44,8 +45,8 @@ mod report;
 
 pub use budget::{Budget, Share};
 pub use build::{
-    bench, build, calling_convention, sidecar_path, workload_hashes, AppliedTier, BuildConfig,
-    BuildReport, BuildTask, BENCH_REPEATS,
+    bench, build, calling_convention, plan_schedules, sidecar_path, workload_hashes, AppliedTier,
+    BuildConfig, BuildReport, BuildTask, SchedulePlan, BENCH_REPEATS,
 };
 pub use config::{CostModel, TuneConfig};
 pub use driver::{tune, TuneError};

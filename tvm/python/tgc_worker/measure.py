@@ -548,14 +548,16 @@ def bench(params: dict) -> dict:
     }
 
 
-class _ScheduledBuild:
-    """The model built with its records: what `build` and `build_and_measure` share."""
+class Scheduled:
+    """A model lowered with its records applied (MetaScheduleApplyDatabase), not built yet:
+    what `build`, `build_and_measure` and the `tgc` package's pass for `tvm.compile` share."""
 
-    def __init__(self, spec, target, lowered, tuned, applied, failed, scheduled):
-        self.spec, self.target, self.lowered, self.tuned = spec, target, lowered, tuned
+    def __init__(self, spec, target, lowered, mod, applied, failed, scheduled):
+        self.spec, self.target, self.lowered, self.mod = spec, target, lowered, mod
         self.applied, self.failed, self.scheduled = applied, failed, scheduled
 
     def result(self, t0: float) -> dict:
+        """How the records went in (`build`'s result)."""
         lowered = self.lowered
         return {
             "applied": self.applied,
@@ -568,6 +570,22 @@ class _ScheduledBuild:
             },
             "wall_s": round(time.time() - t0, 3),
         }
+
+
+class _ScheduledBuild(Scheduled):
+    """The model built with its records: what `build` and `build_and_measure` share."""
+
+    def __init__(self, scheduled: Scheduled, tuned):
+        super().__init__(
+            scheduled.spec,
+            scheduled.target,
+            scheduled.lowered,
+            scheduled.mod,
+            scheduled.applied,
+            scheduled.failed,
+            scheduled.scheduled,
+        )
+        self.tuned = tuned
 
 
 def _export_param(params: dict):
@@ -597,6 +615,18 @@ def _scheduled_build(params: dict) -> _ScheduledBuild:
 
     spec = parse_module(params["module"])
     target = parse_target(params["target"], with_host=True)
+    s = schedule_model(spec, target, params["records"])
+    try:
+        tuned = _build(s.mod, target)
+    except Exception as e:  # noqa: BLE001
+        raise WorkerError("tvm", f"build failed: {one_line(e)}")
+    return _ScheduledBuild(s, tuned)
+
+
+def schedule_model(spec: ModelSpec, target, records) -> Scheduled:
+    """The model of `spec` lowered (each task one PrimFunc) and its tasks scheduled with
+    `records`: {task function: [record, ...]} (best first; the first that replays goes in)
+    or a MetaSchedule database directory."""
     mod = model_relax_module(spec)
     try:
         lowered = lower_module(mod)
@@ -605,7 +635,6 @@ def _scheduled_build(params: dict) -> _ScheduledBuild:
 
     from tvm.s_tir import meta_schedule as ms
 
-    records = params["records"]
     applied: dict = {}
     failed: dict = {name: 0 for name in spec.tasks}
     if isinstance(records, str):
@@ -655,10 +684,9 @@ def _scheduled_build(params: dict) -> _ScheduledBuild:
 
     try:
         scheduled_mod, scheduled = apply_database(lowered, target, database)
-        tuned = _build(scheduled_mod, target)
     except Exception as e:  # noqa: BLE001
         raise WorkerError("tvm", f"build failed: {one_line(e)}")
-    return _ScheduledBuild(spec, target, lowered, tuned, applied, failed, scheduled)
+    return Scheduled(spec, target, lowered, scheduled_mod, applied, failed, scheduled)
 
 
 def build_and_measure(params: dict) -> dict:
