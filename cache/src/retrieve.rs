@@ -720,12 +720,15 @@ impl Cache {
     }
 
     /// The trace with this digest (hex, as `tgc.candidates` and `tgc.seed_plan` write it) as
-    /// a candidate of `tier`: its best record for `target` and `toolchain`, with the task it
-    /// was measured on. `None` when no such record exists (a digest edited into a plan by
-    /// hand that the cache does not hold, or holds only for another target).
+    /// a candidate of `tier`: its record of the task `own` (the task being seeded) when it
+    /// has one, else its best record, for `target` and `toolchain`, with the task it was
+    /// measured on. A trace two tasks share has a latency per task: an exact hit is judged
+    /// against its own task's. `None` when no such record exists (a digest edited into a
+    /// plan by hand that the cache does not hold, or holds only for another target).
     pub fn seed_by_digest(
         &self,
         digest: &str,
+        own: Option<&TaskKey>,
         tier: Tier,
         target: &Target,
         toolchain: &Toolchain,
@@ -746,9 +749,10 @@ impl Cache {
         let best: Option<(i64, i64, f64)> = tx
             .opt(
                 "SELECT r.id, r.trace_id, r.mean_latency FROM records r JOIN traces tr ON tr.id = r.trace_id
+                  JOIN tasks t ON t.id = r.task_id
                   WHERE tr.digest = ?1 AND r.target_id = ?2 AND r.toolchain_id = ?3
-                  ORDER BY r.mean_latency, r.id LIMIT 1",
-                args![bytes.to_vec(), target_id, tc],
+                  ORDER BY CASE WHEN t.exact_key = ?4 THEN 0 ELSE 1 END, r.mean_latency, r.id LIMIT 1",
+                args![bytes.to_vec(), target_id, tc, own.map(|k| k.to_string())],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .at(&self.path)?;

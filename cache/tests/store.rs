@@ -918,9 +918,9 @@ fn a_seed_is_found_by_its_trace_digest_with_its_best_record_and_source(b: Backen
     cache.put(&task, &llvm(), &tc(), &[slow]).unwrap();
     let other = synth::task(5, 0, 1);
     cache.put(&other, &llvm(), &tc(), &[fast]).unwrap();
-    // the trace is stored on two tasks: the best record decides the source
+    // the trace is stored on two tasks: the best record decides the source...
     let seed = cache
-        .seed_by_digest(&digest, Tier::Structural, &llvm(), &tc())
+        .seed_by_digest(&digest, None, Tier::Structural, &llvm(), &tc())
         .unwrap()
         .expect("stored");
     assert_eq!(seed.trace.digest().to_string(), digest);
@@ -928,17 +928,36 @@ fn a_seed_is_found_by_its_trace_digest_with_its_best_record_and_source(b: Backen
     assert_eq!(seed.mean_latency, 1e-4);
     assert_eq!(seed.source.exact_key, Some(other.keys.exact));
     assert_eq!(seed.source.flops, Some(other.features.flops));
+    // ... unless the seeded task has its own record of it: an exact seed's latency is its own
+    let own = cache
+        .seed_by_digest(&digest, Some(&task.keys.exact), Tier::Exact, &llvm(), &tc())
+        .unwrap()
+        .expect("stored");
+    assert_eq!(own.mean_latency, 3e-4);
+    assert_eq!(own.source.exact_key, Some(task.keys.exact));
+    let third = synth::task(5, 0, 2);
+    let not_own = cache
+        .seed_by_digest(
+            &digest,
+            Some(&third.keys.exact),
+            Tier::Structural,
+            &llvm(),
+            &tc(),
+        )
+        .unwrap()
+        .expect("stored");
+    assert_eq!(not_own.mean_latency, 1e-4, "no record of its own: the best");
     // another target, an unknown digest: nothing; a malformed digest: an error naming it
     assert!(cache
-        .seed_by_digest(&digest, Tier::Exact, &cuda(), &tc())
+        .seed_by_digest(&digest, None, Tier::Exact, &cuda(), &tc())
         .unwrap()
         .is_none());
     assert!(cache
-        .seed_by_digest(&"0".repeat(64), Tier::Exact, &llvm(), &tc())
+        .seed_by_digest(&"0".repeat(64), None, Tier::Exact, &llvm(), &tc())
         .unwrap()
         .is_none());
     let err = cache
-        .seed_by_digest("xyz", Tier::Exact, &llvm(), &tc())
+        .seed_by_digest("xyz", None, Tier::Exact, &llvm(), &tc())
         .unwrap_err()
         .to_string();
     assert!(err.contains("'xyz' is not 64 hex digits"), "{err}");

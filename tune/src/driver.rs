@@ -597,7 +597,13 @@ impl Run<'_> {
         let mut seeds = Vec::new();
         for d in &seed_plan.seeds {
             let found = cache
-                .seed_by_digest(d, tier, &self.target, &self.toolchain)
+                .seed_by_digest(
+                    d,
+                    Some(&task.keys.exact),
+                    tier,
+                    &self.target,
+                    &self.toolchain,
+                )
                 .map_err(|e| task_error(&task.name, e))?;
             let Some(c) = found else {
                 observer.warning(&format!(
