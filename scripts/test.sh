@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command of README.md: installs what the tests need (LLVM FileCheck; the pinned
+# The test command of README.md: installs what the tests need (LLVM FileCheck, PostgreSQL's
+# server programs for the shared-cache tests, which start their own throwaway clusters; the pinned
 # TVM 0.27 venv with the `tgc` Python package built from this clone), then runs every test:
 # the Python worker's tests against real TVM, the Python package's tests, and the Rust
 # workspace (unit, property, snapshot, lit, TVM cross-checks, real tuning). Ends with one
