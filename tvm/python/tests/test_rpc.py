@@ -142,6 +142,9 @@ class TestRpc(unittest.TestCase):
                 while cluster.free() > 0 and time.time() < deadline:
                     time.sleep(0.05)  # both devices in a session
                 self.assertEqual(cluster.free(), 0)
+                # past the sessions' handshakes (a kill before one is no failure: TVM's
+                # tracker client asks for another device), well inside their timing runs
+                time.sleep(0.5)
                 cluster.kill_server(1)
                 t.join(timeout=180)
                 self.assertFalse(t.is_alive())
@@ -154,6 +157,10 @@ class TestRpc(unittest.TestCase):
                 self.assertTrue(all(s and s[0] > 0 for s in ok), ok)
                 self.assertTrue(all("RemoteRunner" in e for e in failed), failed)
                 self.assertEqual(runner.failures.count, len(failed))
+                # one line each: where it failed, then the error TVM raised, not the traceback
+                for m in runner.failures.since(0):
+                    self.assertRegex(m, r"^RemoteRunner \(key .* at tracker 127\.0\.0\.1:\d+\): An exception occurred: ")
+                    self.assertNotIn("Traceback", m)
                 self.assertEqual(len(runner.failures.since(0)), len(set(runner.failures.since(0))))
             finally:
                 runner.shutdown()

@@ -42,6 +42,7 @@ from tvm.s_tir.meta_schedule.runner.local_runner import LocalRunnerFuture
 from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
 
 from . import build_worker
+from .errors import one_line
 
 # Builds per builder process before it is replaced by a fresh one. TVM shuts its build pool
 # down after every batch because build processes grow (apache/tvm#11074: memory that
@@ -258,7 +259,10 @@ class RunFailures:
         self._lock = threading.Lock()
 
     def add(self, message: str) -> None:
-        line = " ".join(ln.strip() for ln in str(message).splitlines() if ln.strip())
+        # "<runner>: An exception occurred" and a traceback: the head and the error line
+        lines = [ln for ln in str(message).splitlines() if ln.strip()]
+        head, rest = (lines[0].strip(), "\n".join(lines[1:])) if lines else ("(no message)", "")
+        line = f"{head}: {one_line(rest)}" if rest else head
         with self._lock:
             self._log.append((self.count, line[:300]))
             self.count += 1
