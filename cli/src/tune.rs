@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::path::PathBuf;
 use std::time::Duration;
 use tgc_passes::seeding::{tier_name, SeedPlan, SeedPolicy};
-use tgc_tune::{CostModel, Observer, Report, TaskReport, TuneConfig};
+use tgc_tune::{CostModel, Observer, Report, RpcTracker, TaskReport, TuneConfig};
 
 #[derive(Args)]
 pub struct TuneArgs {
@@ -91,11 +91,43 @@ pub struct TuneArgs {
     /// Where MetaSchedule's logs and the worker log go (default: a temp dir).
     #[arg(long)]
     work_dir: Option<PathBuf>,
+    /// Measure on the devices registered with this TVM RPC tracker instead of this
+    /// machine (candidates are still built here; `--target` describes the device). Needs
+    /// --rpc-key.
+    #[arg(long, value_name = "HOST:PORT")]
+    rpc: Option<String>,
+    /// The key the devices registered under (`python -m tvm.exec.rpc_server --key KEY`).
+    /// It becomes part of the target (its tag, `rpc:KEY`), so the records measured on them
+    /// stay apart from this machine's.
+    #[arg(long, value_name = "KEY")]
+    rpc_key: Option<String>,
+    /// Candidates measured at once, each on a device of its own (default 1).
+    #[arg(long, value_name = "N")]
+    rpc_sessions: Option<u32>,
 }
 
 impl TuneArgs {
-    fn config(&self) -> TuneConfig {
-        TuneConfig {
+    /// The tracker and key of `--rpc`, `--rpc-key` and `--rpc-sessions`; one of them without
+    /// the others is an error.
+    fn rpc(&self) -> Result<Option<RpcTracker>> {
+        match (&self.rpc, &self.rpc_key) {
+            (Some(addr), Some(key)) => Ok(Some(
+                RpcTracker::parse(addr, key, self.rpc_sessions.unwrap_or(1))
+                    .map_err(|e| anyhow!(e))?,
+            )),
+            (Some(_), None) => bail!("--rpc needs --rpc-key: the key the devices registered under"),
+            (None, Some(_)) => {
+                bail!("--rpc-key needs --rpc HOST:PORT: the tracker to measure through")
+            }
+            (None, None) if self.rpc_sessions.is_some() => {
+                bail!("--rpc-sessions needs --rpc HOST:PORT and --rpc-key")
+            }
+            (None, None) => Ok(None),
+        }
+    }
+
+    fn config(&self) -> Result<TuneConfig> {
+        Ok(TuneConfig {
             target: self.target.clone(),
             cache: self.cache.clone(),
             cache_read_only: self.cache_read_only,
@@ -121,7 +153,8 @@ impl TuneArgs {
             measure: !self.no_measure,
             work_dir: self.work_dir.clone(),
             model_name: self.model.clone(),
-        }
+            rpc: self.rpc()?,
+        })
     }
 }
 
@@ -132,9 +165,10 @@ pub fn run(args: TuneArgs) -> Result<()> {
             args.trials_per_task
         );
     }
+    let config = args.config()?;
     let module = load_model(&args.model, &args.shapes)?;
     let mut progress = Progress::new();
-    let report = tgc_tune::tune(module, &args.config(), &mut progress).map_err(|e| {
+    let report = tgc_tune::tune(module, &config, &mut progress).map_err(|e| {
         progress.clear();
         anyhow!("{e}")
     })?;
@@ -290,6 +324,20 @@ fn summary_table(report: &Report) -> String {
         report.total_trials(),
         hits.join(", ")
     ));
+    if let Some((t, _)) = &report.rpc {
+        out.push_str(&format!(
+            "measured on the devices under key {:?} at RPC tracker {}, {} at once; {} measurements failed\n",
+            t.key,
+            t.address(),
+            t.sessions,
+            report.total_failed_runs()
+        ));
+    } else if report.total_failed_runs() > 0 {
+        out.push_str(&format!(
+            "{} measurements failed\n",
+            report.total_failed_runs()
+        ));
+    }
     if !report.skipped.is_empty() {
         out.push_str(&format!(
             "not reached by the run budget (TVM's default schedules): {}\n",

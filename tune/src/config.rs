@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use tgc_passes::seeding::SeedPolicy;
+pub use tgc_tvm::RpcTracker;
 
 /// Where the XGB cost model that guides the search comes from.
 #[derive(Clone, Debug, PartialEq)]
@@ -50,6 +51,11 @@ pub struct TuneConfig {
     pub work_dir: Option<PathBuf>,
     /// The model's name in the records' provenance (the CLI passes the path it was given).
     pub model_name: String,
+    /// Measure on the devices registered with this TVM RPC tracker under its key instead
+    /// of this machine (candidates are still built here). `target` then describes the
+    /// device, and its records are kept apart from this machine's: the key goes into the
+    /// target's `tag` (see `driver::device_target`).
+    pub rpc: Option<RpcTracker>,
 }
 
 impl TuneConfig {
@@ -73,6 +79,7 @@ impl TuneConfig {
             measure: true,
             work_dir: None,
             model_name: model_name.into(),
+            rpc: None,
         }
     }
 }

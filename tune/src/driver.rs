@@ -24,8 +24,8 @@ use tgc_passes::{Instrumentation, PassManager};
 use tgc_pipelines::{build_pipeline_with, Overrides};
 use tgc_tvm::{
     module_json, task_json, BridgeError, BuildRecords, BuildRequest, BuildResult, Built,
-    ExportRequest, LowerRequest, LowerResult, Seed, StopReason, Trials, TuneRecord, TuneRequest,
-    Versions, Worker, WorkerConfig,
+    ExportRequest, LowerRequest, LowerResult, RpcDevices, RpcTracker, Seed, StopReason, Trials,
+    TuneRecord, TuneRequest, Versions, Worker, WorkerConfig,
 };
 
 /// Why a run stopped. Each message is one line naming what it is about.
@@ -126,7 +126,12 @@ pub fn tune(
     }
     let tuning_wall_s = started.elapsed().as_secs_f64();
 
-    let end_to_end = if config.measure {
+    let end_to_end = if config.measure && config.rpc.is_some() {
+        observer.warning(
+            "--rpc: the whole model is not timed (build_and_measure runs it on this machine, not on the device); the report's end_to_end is null",
+        );
+        None
+    } else if config.measure {
         observer.measuring();
         Some(run.measure(&module, &tasks, &best_traces)?)
     } else {
@@ -147,6 +152,7 @@ pub fn tune(
         time_budget_s: config.time_budget_s,
         tuning_wall_s,
         end_to_end,
+        rpc: config.rpc.clone().zip(run.rpc_devices),
     })
 }
 
@@ -160,7 +166,10 @@ pub(crate) struct Setup {
 
 impl Setup {
     pub(crate) fn of(config: &TuneConfig) -> Result<Setup, TuneError> {
-        let requested = resolve_target(&config.target).map_err(TuneError::Config)?;
+        let mut requested = resolve_target(&config.target).map_err(TuneError::Config)?;
+        if let Some(rpc) = &config.rpc {
+            device_target(&mut requested, &rpc.key).map_err(TuneError::Config)?;
+        }
         let spelled =
             Target::from_json(&requested).map_err(|e| TuneError::Config(e.to_string()))?;
         let cache_path = match &config.cache {
@@ -173,6 +182,49 @@ impl Setup {
             cache_path,
         })
     }
+}
+
+/// The tag element that names an RPC device key in a target: `rpc:KEY`.
+pub(crate) const DEVICE_TAG_PREFIX: &str = "rpc:";
+
+/// Names the RPC device `key` in `target`'s `tag` (TVM's free-form target name, which
+/// `Target.export()` keeps and no code generator reads), so TVM's canonical form of the
+/// target, and with it the cache's target key, the alias of its spelling and the cost-model
+/// file, differ from the same target measured on this machine: records of device key K
+/// never seed a local run, nor local records a run on K. The tag is a comma-separated list;
+/// a tag the target already has (a TVM tag name) is kept, `rpc:KEY` added once. A target
+/// whose tag names another device is an error. Without `--rpc`, a target spelt with
+/// `"tag": "rpc:KEY"` (as the report writes it) finds those records, for `tgc build`.
+pub(crate) fn device_target(target: &mut Value, key: &str) -> Result<(), String> {
+    let device = format!("{DEVICE_TAG_PREFIX}{key}");
+    let Some(obj) = target.as_object_mut() else {
+        return Err(format!(
+            "--rpc: the target must be a JSON object, got {target}"
+        ));
+    };
+    let tag = match obj.get("tag") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(t)) => t.clone(),
+        Some(other) => return Err(format!("target: \"tag\" must be a string, got {other}")),
+    };
+    let mut parts: Vec<&str> = tag
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect();
+    if let Some(other) = parts
+        .iter()
+        .find(|p| p.starts_with(DEVICE_TAG_PREFIX) && **p != device)
+    {
+        return Err(format!(
+            "target: its tag {tag:?} names the device {other}, but --rpc-key is {key:?}"
+        ));
+    }
+    if !parts.contains(&device.as_str()) {
+        parts.push(&device);
+    }
+    obj.insert("tag".into(), Value::String(parts.join(",")));
+    Ok(())
 }
 
 /// The run's work dir (created): the configured one, else `<tmp>/<prefix>-<pid>`.
@@ -283,6 +335,43 @@ pub(crate) struct Run<'a> {
     /// The cache refuses writes (opened read-only, or a role that may only read): the
     /// run's records are not written back; said once.
     pub(crate) cache_writes_refused: bool,
+    /// With `--rpc`: what the tracker offered under the key when the run started.
+    pub(crate) rpc_devices: Option<RpcDevices>,
+}
+
+/// Asks the tracker what it offers under the key, before anything is tuned: an unreachable
+/// tracker, or a key no device is registered under, is one error naming it (instead of
+/// candidates that each wait out the runner's timeout); devices that are all busy are a
+/// warning (another job holds them; the run waits its turn).
+fn check_devices(
+    worker: &mut Worker,
+    rpc: &RpcTracker,
+    observer: &mut dyn Observer,
+) -> Result<RpcDevices, TuneError> {
+    let devices = worker
+        .rpc_devices(rpc)
+        .map_err(|e| TuneError::Config(format!("--rpc: {}", e.message)))?;
+    if devices.free == 0 && !devices.keys.contains(&rpc.key) {
+        let keys = if devices.keys.is_empty() {
+            "none".to_string()
+        } else {
+            devices.keys.join(", ")
+        };
+        return Err(TuneError::Config(format!(
+            "--rpc {}: no device is registered under the key {:?} (the tracker's keys: {keys})",
+            rpc.address(),
+            rpc.key
+        )));
+    }
+    if devices.free == 0 {
+        observer.warning(&format!(
+            "--rpc {}: every device under the key {:?} is busy ({} requests waiting); measurements wait for one",
+            rpc.address(),
+            rpc.key,
+            devices.pending
+        ));
+    }
+    Ok(devices)
 }
 
 impl<'a> Run<'a> {
@@ -307,6 +396,10 @@ impl<'a> Run<'a> {
                 Toolchain::pinned()
             ));
         }
+        let rpc_devices = match &config.rpc {
+            Some(rpc) => Some(check_devices(&mut worker, rpc, observer)?),
+            None => None,
+        };
         let target_json = worker
             .canonical_target(requested)
             .map_err(|e| TuneError::Config(format!("target: {e}")))?;
@@ -366,6 +459,7 @@ impl<'a> Run<'a> {
             cost_model,
             work_dir,
             cache_writes_refused: read_only,
+            rpc_devices,
         })
     }
 }
@@ -458,8 +552,21 @@ impl Run<'_> {
             goal_latency_s: seed_plan.goal_latency_s,
             evolutionary: Some(json!({ "population_size": self.config.population })),
             cost_model_file: self.cost_model.clone(),
+            rpc: self.config.rpc.clone(),
             ..TuneRequest::default()
         })?;
+        if result.failed_runs > 0 {
+            observer.warning(&format!(
+                "task {}: {} of {} measurements failed (first: {})",
+                task.name,
+                result.failed_runs,
+                result.trials,
+                result
+                    .run_errors
+                    .first()
+                    .map_or("no message", String::as_str)
+            ));
+        }
         let best = result.records.first().map(|r| r.trace.clone());
         let effort = seed_plan.effort(match result.stopped {
             StopReason::ExactHit => Outcome::ExactHit,
@@ -490,10 +597,13 @@ impl Run<'_> {
             seeds_tried: result.seeds_tried,
             seeds_failed: result.seeds_failed,
             trials: result.trials,
+            failed_runs: result.failed_runs,
+            run_errors: result.run_errors,
             best_s: result.best_s,
             stopped: result.stopped,
             wall_s: result.wall_s,
             written,
+            remeasured: result.records.iter().filter(|r| r.remeasured).count(),
             history: result.history,
             seed_modes: result.seed_modes,
             cost_model_warm: result.cost_model.warm_samples,
@@ -769,3 +879,50 @@ impl Run<'_> {
 
 /// Timing repeats of the whole-model latency.
 const END_TO_END_REPEATS: u64 = 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_device_key_goes_into_the_target_tag_once() {
+        let mut t = json!({"kind": "llvm", "num-cores": 4, "mtriple": "aarch64-linux-gnu"});
+        device_target(&mut t, "rasp4").unwrap();
+        assert_eq!(t["tag"], "rpc:rasp4");
+        // idempotent: a target spelt as the report writes it stays as it is
+        device_target(&mut t, "rasp4").unwrap();
+        assert_eq!(t["tag"], "rpc:rasp4");
+        // a TVM tag name is kept
+        let mut t = json!({"kind": "cuda", "tag": "nvidia/jetson-orin-nano"});
+        device_target(&mut t, "orin").unwrap();
+        assert_eq!(t["tag"], "nvidia/jetson-orin-nano,rpc:orin");
+        let mut t = json!({"kind": "llvm", "tag": ""});
+        device_target(&mut t, "k").unwrap();
+        assert_eq!(t["tag"], "rpc:k");
+    }
+
+    #[test]
+    fn a_tag_naming_another_device_or_not_a_string_is_an_error() {
+        let mut t = json!({"kind": "llvm", "tag": "rpc:other"});
+        let e = device_target(&mut t, "rasp4").unwrap_err();
+        assert!(
+            e.contains("names the device rpc:other, but --rpc-key is \"rasp4\""),
+            "{e}"
+        );
+        let e = device_target(&mut json!({"kind": "llvm", "tag": 3}), "k").unwrap_err();
+        assert!(e.contains("\"tag\" must be a string"), "{e}");
+        assert!(device_target(&mut json!("llvm"), "k").is_err());
+    }
+
+    #[test]
+    fn an_rpc_run_keys_its_target_by_the_device() {
+        let mut config = TuneConfig::new("m");
+        config.target = r#"{"kind": "llvm", "num-cores": 2}"#.into();
+        let local = Setup::of(&config).unwrap();
+        config.rpc = Some(RpcTracker::parse("127.0.0.1:9190", "k1", 2).unwrap());
+        let remote = Setup::of(&config).unwrap();
+        assert_ne!(local.spelled, remote.spelled);
+        assert_eq!(remote.requested["tag"], "rpc:k1");
+        assert!(local.requested.get("tag").is_none());
+    }
+}

@@ -24,6 +24,11 @@
 //! one target finds the same records; the spelling is registered in the cache as an alias of
 //! the canonical form for lookups without TVM (`tgc opt`).
 //!
+//! With `rpc`, candidates are built here and measured on the devices an RPC tracker hands
+//! out under a key, several at once; the key becomes part of the target (its `tag`,
+//! `rpc:KEY`), so those records never mix with this machine's, and a device that drops out
+//! fails only the candidates it held.
+//!
 //! `no_cache` is stock MetaSchedule with the same trial budget: no lookups, no seeds, no
 //! early stop, no write-back.
 //!
@@ -48,7 +53,7 @@ pub use build::{
     bench, build, calling_convention, plan_schedules, sidecar_path, workload_hashes, AppliedTier,
     BuildConfig, BuildReport, BuildTask, SchedulePlan, BENCH_REPEATS,
 };
-pub use config::{CostModel, TuneConfig};
+pub use config::{CostModel, RpcTracker, TuneConfig};
 pub use driver::{tune, TuneError};
 pub use observer::{Observer, Silent};
 pub use report::{PlanSource, Report, TaskReport};

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use tgc_cache::Toolchain;
 use tgc_passes::seeding::{tier_name, SeedPlan, Tier};
-use tgc_tvm::{BuildResult, ReplayMode, StopReason, Trials, TuneRound};
+use tgc_tvm::{BuildResult, ReplayMode, RpcDevices, RpcTracker, StopReason, Trials, TuneRound};
 
 /// What happened to one task.
 #[derive(Clone, Debug)]
@@ -17,11 +17,17 @@ pub struct TaskReport {
     pub seeds_tried: Trials,
     pub seeds_failed: Trials,
     pub trials: Trials,
+    /// Measurements that failed (a device that dropped out, a timeout, a crashed run), the
+    /// re-measurements' included, and the first few messages.
+    pub failed_runs: Trials,
+    pub run_errors: Vec<String>,
     pub best_s: Option<f64>,
     pub stopped: StopReason,
     pub wall_s: f64,
     /// Records inserted or improved in the cache.
     pub written: usize,
+    /// Records the worker returned re-measured: the ones offered for write-back.
+    pub remeasured: usize,
     /// Per measured batch: seconds into the task, trials so far, best so far (the worker's).
     pub history: Vec<TuneRound>,
     /// How the measured seeds replayed.
@@ -94,6 +100,9 @@ pub struct Report {
     pub tuning_wall_s: f64,
     /// The worker's `build_and_measure` result, when the model was measured.
     pub end_to_end: Option<BuildResult>,
+    /// With `--rpc`: the tracker and key measured on, and what the tracker offered under
+    /// the key when the run started.
+    pub rpc: Option<(RpcTracker, RpcDevices)>,
 }
 
 impl Report {
@@ -108,6 +117,11 @@ impl Report {
 
     pub fn total_trials(&self) -> u64 {
         self.tasks.iter().map(|r| r.trials).sum()
+    }
+
+    /// Measurements that failed, over every task.
+    pub fn total_failed_runs(&self) -> u64 {
+        self.tasks.iter().map(|r| r.failed_runs).sum()
     }
 
     /// `Err` with the worker's account when the tuned model's outputs differ from an
@@ -138,6 +152,16 @@ impl Report {
                 "skipped_tasks": self.skipped,
             },
             "cost_model_file": self.cost_model_file,
+            "measured_on": match &self.rpc {
+                None => json!({"kind": "local"}),
+                Some((t, d)) => json!({
+                    "kind": "rpc",
+                    "tracker": t.address(),
+                    "key": t.key,
+                    "sessions": t.sessions,
+                    "devices_at_start": {"free": d.free, "pending": d.pending, "servers": d.servers},
+                }),
+            },
             "tasks": self.tasks.iter().map(|r| json!({
                 "name": r.name,
                 "occurrences": r.occurrences,
@@ -147,10 +171,13 @@ impl Report {
                 "seeds_tried": r.seeds_tried,
                 "seeds_failed": r.seeds_failed,
                 "trials": r.trials,
+                "failed_runs": r.failed_runs,
+                "run_errors": r.run_errors,
                 "best_latency_s": r.best_s,
                 "stopped": r.stopped.as_str(),
                 "wall_s": r.wall_s,
                 "records_written": r.written,
+                "records_remeasured": r.remeasured,
                 "seed_modes": r.seed_modes,
                 "cost_model_warm_samples": r.cost_model_warm,
                 "prior_trials": r.prior_trials,
@@ -161,6 +188,7 @@ impl Report {
             "totals": {
                 "tuning_wall_s": self.tuning_wall_s,
                 "trials": self.total_trials(),
+                "failed_runs": self.total_failed_runs(),
                 "tasks_by_tier": self.tasks_by_tier(),
             },
             "end_to_end": self.end_to_end.as_ref().map_or(Value::Null, |m| json!(m)),

@@ -17,8 +17,9 @@ pub use protocol::{
     Applied, BenchRequest, BenchResult, BuildRecord, BuildRecords, BuildRequest, BuildResult,
     Built, CostModelKind, CostModelReport, ExportRequest, HelloResult, InputRole, Latency,
     LatencyRange, LowerRequest, LowerResult, ModelInput, RecordOrigin, ReplayMode, ReplayOutcome,
-    ReplayRequest, ReplayResult, RunnerSettings, SampleRequest, SampleResult, Seed, StopReason,
-    TargetResult, Tolerance, Trials, TuneRecord, TuneRequest, TuneResult, TuneRound, PROTOCOL,
+    ReplayRequest, ReplayResult, RpcDevices, RpcDevicesRequest, RpcTracker, RunnerSettings,
+    SampleRequest, SampleResult, Seed, StopReason, TargetResult, Tolerance, Trials, TuneRecord,
+    TuneRequest, TuneResult, TuneRound, PROTOCOL,
 };
 pub use worker::{
     decode_result, find_python, worker_dir, BridgeError, Timeouts, Versions, Worker, WorkerConfig,

@@ -17,8 +17,9 @@ use std::path::PathBuf;
 ///
 /// 2: task attributes travel with the op schema's defaults filled in (the worker fills in
 /// nothing), and every method rejects unknown params fields and requires the ones the client
-/// always sends.
-pub const PROTOCOL: u64 = 5;
+/// always sends. 6: `tune` measures on RPC devices when asked (`rpc`), and its result counts
+/// the measurements that failed (`failed_runs`, `run_errors`); the method `rpc_devices`.
+pub const PROTOCOL: u64 = 6;
 
 /// Trials: measured candidates. One type for every count of them.
 pub type Trials = u64;
@@ -325,6 +326,98 @@ pub struct TuneRequest {
     /// (worker default 5, at least 3).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remeasure_repeats: Option<u64>,
+    /// Optional: measure on the devices of this RPC tracker instead of this machine
+    /// (absent: here). Candidates are built here either way.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpc: Option<RpcTracker>,
+}
+
+/// Devices registered with a TVM RPC tracker under one key, and how many of them one
+/// `tune` measures on at once (`tune`'s `rpc`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct RpcTracker {
+    pub tracker_host: String,
+    pub tracker_port: u16,
+    /// The key the devices registered under (`python -m tvm.exec.rpc_server --key KEY`).
+    pub key: String,
+    /// Measurements at once (MetaSchedule's RPCRunner `max_workers`), at least 1.
+    pub sessions: u32,
+}
+
+impl RpcTracker {
+    /// The most sessions the worker takes.
+    pub const MAX_SESSIONS: u32 = 1024;
+
+    /// From the command line's spelling: `HOST:PORT` (`[V6]:PORT` for an IPv6 address), a
+    /// key and a session count. The error is one line naming what is wrong.
+    pub fn parse(address: &str, key: &str, sessions: u32) -> Result<RpcTracker, String> {
+        let (host, port) = address
+            .rsplit_once(':')
+            .ok_or_else(|| format!("--rpc {address:?}: expected HOST:PORT"))?;
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        if host.is_empty() || host.contains(char::is_whitespace) {
+            return Err(format!(
+                "--rpc {address:?}: expected HOST:PORT, the host is empty or has spaces"
+            ));
+        }
+        let port = port.parse::<u16>().ok().filter(|&p| p > 0).ok_or_else(|| {
+            format!("--rpc {address:?}: the port must be a number in 1..=65535, got {port:?}")
+        })?;
+        if key.is_empty() || key.contains(|c: char| c.is_whitespace() || c == ',') {
+            return Err(format!(
+                "--rpc-key {key:?}: a device key is a non-empty word without spaces or commas"
+            ));
+        }
+        if !(1..=Self::MAX_SESSIONS).contains(&sessions) {
+            return Err(format!(
+                "--rpc-sessions {sessions}: must be between 1 and {}",
+                Self::MAX_SESSIONS
+            ));
+        }
+        Ok(RpcTracker {
+            tracker_host: host.to_string(),
+            tracker_port: port,
+            key: key.to_string(),
+            sessions,
+        })
+    }
+
+    /// `HOST:PORT`, as the tracker is spelt in reports and errors.
+    pub fn address(&self) -> String {
+        if self.tracker_host.contains(':') {
+            format!("[{}]:{}", self.tracker_host, self.tracker_port)
+        } else {
+            format!("{}:{}", self.tracker_host, self.tracker_port)
+        }
+    }
+}
+
+/// `rpc_devices`' params.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RpcDevicesRequest {
+    pub tracker_host: String,
+    pub tracker_port: u16,
+    pub key: String,
+}
+
+/// `rpc_devices`' result: what the tracker offers under the key now.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RpcDevices {
+    /// `HOST:PORT`.
+    pub tracker: String,
+    pub key: String,
+    /// Devices waiting for a client, and requests waiting for a device (a device in a
+    /// session is in neither).
+    pub free: u64,
+    pub pending: u64,
+    /// The free devices' addresses.
+    pub servers: Vec<String>,
+    /// Every key the tracker has a queue for.
+    pub keys: Vec<String>,
 }
 
 /// Where a tuning record came from.
@@ -427,6 +520,11 @@ pub struct TuneResult {
     /// with `cached_latency_s`; `null` when no such check ran.
     #[serde(deserialize_with = "nullable")]
     pub exact_seed_remeasured_s: Option<f64>,
+    /// Measurements that failed (a device that dropped out, a timeout, a crashed run), the
+    /// search's and the re-measurements' alike.
+    pub failed_runs: Trials,
+    /// The first few distinct messages of those failures, one line each.
+    pub run_errors: Vec<String>,
     pub cost_model: CostModelReport,
     pub wall_s: f64,
 }
@@ -680,7 +778,8 @@ mod tests {
                          "build_s": 0.3, "run_s": 0.2, "cost_model_s": 0.0}],
             "runner": {"number": 3, "repeat": 1, "min_repeat_ms": 100,
                        "enable_cpu_cache_flush": false, "remeasure_top": 3, "remeasure_repeats": 5},
-            "exact_seed_remeasured_s": 1e-4,
+            "exact_seed_remeasured_s": 1e-4, "failed_runs": 1,
+            "run_errors": ["RemoteRunner (key 'k' at tracker h:1): An exception occurred"],
             "cost_model": {"warm_samples": 0, "saved_samples": 0, "errors": []},
             "wall_s": 2.0
         })
@@ -703,6 +802,57 @@ mod tests {
         assert_eq!(r.runner.remeasure_repeats, 5);
         assert_eq!(r.history[0].build_s, 0.3);
         assert_eq!(r.exact_seed_remeasured_s, Some(1e-4));
+        assert_eq!(r.failed_runs, 1);
+        assert_eq!(r.run_errors.len(), 1);
+    }
+
+    #[test]
+    fn rpc_addresses_parse_or_name_the_problem() {
+        let t = RpcTracker::parse("127.0.0.1:9190", "rasp4", 2).unwrap();
+        assert_eq!(
+            (
+                t.tracker_host.as_str(),
+                t.tracker_port,
+                t.key.as_str(),
+                t.sessions
+            ),
+            ("127.0.0.1", 9190, "rasp4", 2)
+        );
+        assert_eq!(t.address(), "127.0.0.1:9190");
+        let v6 = RpcTracker::parse("[::1]:9190", "k", 1).unwrap();
+        assert_eq!(
+            (v6.tracker_host.as_str(), v6.address()),
+            ("::1", "[::1]:9190".into())
+        );
+        for (addr, key, n, needle) in [
+            ("localhost", "k", 1, "expected HOST:PORT"),
+            (":9190", "k", 1, "the host is empty"),
+            (
+                "h:0",
+                "k",
+                1,
+                "the port must be a number in 1..=65535, got \"0\"",
+            ),
+            ("h:99999", "k", 1, "got \"99999\""),
+            ("h:http", "k", 1, "got \"http\""),
+            ("h:9190", "", 1, "--rpc-key \"\""),
+            ("h:9190", "a,b", 1, "without spaces or commas"),
+            (
+                "h:9190",
+                "k",
+                0,
+                "--rpc-sessions 0: must be between 1 and 1024",
+            ),
+        ] {
+            let e = RpcTracker::parse(addr, key, n).unwrap_err();
+            assert!(e.contains(needle), "{addr} {key} {n}: {e}");
+            assert!(!e.contains('\n'));
+        }
+        let r = serde_json::to_value(&t).unwrap();
+        assert_eq!(
+            r,
+            json!({"tracker_host": "127.0.0.1", "tracker_port": 9190, "key": "rasp4", "sessions": 2})
+        );
     }
 
     #[test]
@@ -834,6 +984,7 @@ mod tests {
             cost_model_max_samples: None,
             remeasure_top: None,
             remeasure_repeats: None,
+            rpc: None,
         };
         let v = serde_json::to_value(&r).unwrap();
         let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();

@@ -6,8 +6,9 @@
 
 use crate::protocol::{
     BenchRequest, BenchResult, BuildRequest, BuildResult, Built, Empty, ExportRequest, HelloResult,
-    LowerRequest, LowerResult, NoParams, ReplayRequest, ReplayResult, SampleRequest, SampleResult,
-    TargetRequest, TargetResult, TuneRequest, TuneResult, PROTOCOL,
+    LowerRequest, LowerResult, NoParams, ReplayRequest, ReplayResult, RpcDevices,
+    RpcDevicesRequest, RpcTracker, SampleRequest, SampleResult, TargetRequest, TargetResult,
+    TuneRequest, TuneResult, PROTOCOL,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -397,6 +398,20 @@ impl Worker {
         self.request("bench", request, None)
     }
 
+    /// `rpc_devices`: what an RPC tracker offers under a key (an unreachable tracker is an
+    /// error of kind `rpc` naming it).
+    pub fn rpc_devices(&mut self, tracker: &RpcTracker) -> Result<RpcDevices, BridgeError> {
+        self.request(
+            "rpc_devices",
+            &RpcDevicesRequest {
+                tracker_host: tracker.tracker_host.clone(),
+                tracker_port: tracker.tracker_port,
+                key: tracker.key.clone(),
+            },
+            None,
+        )
+    }
+
     /// The TVM, tvm-ffi and LLVM versions the worker reported.
     pub fn versions(&self) -> &Versions {
         &self.versions
@@ -592,6 +607,7 @@ mod tests {
             cost_model_max_samples: None,
             remeasure_top: None,
             remeasure_repeats: Some(3),
+            rpc: None,
         }
     }
 
@@ -713,6 +729,22 @@ mod tests {
         assert_strict::<TuneResult>("tune", &raw, &["history", "0", "best_s"]);
         assert_strict::<TuneResult>("tune", &raw, &["records", "0", "median_s"]);
         assert_strict::<TuneResult>("tune", &raw, &["cost_model", "warm_samples"]);
+        assert_strict::<TuneResult>("tune", &raw, &["failed_runs"]);
+        assert_eq!((second.failed_runs, second.run_errors.len()), (0, 0));
+
+        // rpc_devices: a tracker address nothing listens on is one `rpc` error naming it
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let nowhere = RpcTracker::parse(&format!("127.0.0.1:{port}"), "k", 1).unwrap();
+        let e = w.rpc_devices(&nowhere).unwrap_err();
+        assert_eq!(e.kind, "rpc", "{e}");
+        assert!(
+            e.message
+                .contains(&format!("RPC tracker 127.0.0.1:{port}: cannot connect")),
+            "{e}"
+        );
 
         // the whole "model": one call of the task, built with its best record
         let module = json!({
@@ -817,6 +849,7 @@ mod agreement {
             cost_model_max_samples: some.then_some(1),
             remeasure_top: some.then_some(1),
             remeasure_repeats: some.then_some(3),
+            rpc: some.then(|| RpcTracker::parse("h:1", "k", 1).expect("an address")),
         };
         let build = |some: bool| BuildRequest {
             module: json!({}),
@@ -860,6 +893,11 @@ mod agreement {
             traces: vec![],
         };
         let target = TargetRequest { target: json!({}) };
+        let rpc_devices = RpcDevicesRequest {
+            tracker_host: "h".into(),
+            tracker_port: 1,
+            key: "k".into(),
+        };
         vec![
             ("hello", v(&NoParams {}), v(&NoParams {})),
             ("shutdown", v(&NoParams {}), v(&NoParams {})),
@@ -871,6 +909,7 @@ mod agreement {
             ("build", v(&export), v(&export)),
             ("build_and_measure", v(&build(true)), v(&build(false))),
             ("bench", v(&bench(true)), v(&bench(false))),
+            ("rpc_devices", v(&rpc_devices), v(&rpc_devices)),
         ]
     }
 

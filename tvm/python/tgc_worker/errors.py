@@ -5,7 +5,7 @@ class WorkerError(Exception):
     """An error with a protocol `kind` and, when known, the task it concerns.
 
     Kinds (see PROTOCOL.md): protocol, version, unknown_method, bad_params, bad_task,
-    unsupported_op, bad_trace, tvm, internal.
+    unsupported_op, bad_trace, rpc, tvm, internal.
     """
 
     def __init__(self, kind: str, message: str, task: str | None = None):

@@ -12,6 +12,14 @@ results, and the runner is joined before that), and on this 2-core machine a ker
 while a build runs on the other core measures the build, not the kernel: the runner gets the
 cores to itself, one candidate after the other, as LocalRunner does.
 
+With `rpc` (tune's param), candidates are still built here by the same builder, and measured
+on devices registered with a TVM RPC tracker under one key instead: `RemoteRunner` keeps a
+pool of `sessions` processes, each of which asks the tracker for a device, uploads one
+artifact, times it and closes the session (MetaSchedule's own RPCRunner `_worker_func`), so
+up to `sessions` candidates are measured at once on as many devices. A device that drops out
+fails the candidates it held (their session raises, or the pool's timeout kills it) and the
+tracker hands the next ones to the devices that remain.
+
 Errors never escape: a build that raises or times out, or whose process dies, becomes a
 `BuilderResult(None, error_msg)`, and a run the same as a `RunnerResult(None, error_msg)`,
 that is, a failed candidate.
@@ -20,10 +28,12 @@ that is, a failed candidate.
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import shutil
 import threading
 import time
+from dataclasses import dataclass
 
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.builder import BuilderInput, BuilderResult, PyBuilder
@@ -32,6 +42,7 @@ from tvm.s_tir.meta_schedule.runner.local_runner import LocalRunnerFuture
 from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
 
 from . import build_worker
+from .errors import one_line
 
 # Builds per builder process before it is replaced by a fresh one. TVM shuts its build pool
 # down after every batch because build processes grow (apache/tvm#11074: memory that
@@ -163,6 +174,7 @@ class TrialRunner(PyRunner):
         self.pool = None
         self.seconds = 0.0
         self.runs = 0
+        self.failures = RunFailures()
         self.pools_started = 0
         self._lock = threading.Lock()
 
@@ -218,6 +230,177 @@ class TrialRunner(PyRunner):
                         out.append((None, f"TrialRunner: Timeout, killed after {self.timeout_sec} seconds"))
                     except Exception as e:  # noqa: BLE001
                         out.append((None, f"TrialRunner: An exception occurred\n{e}"))
+                    if out[-1][1] is not None:
+                        self.failures.add(out[-1][1])
+            finally:
+                self.seconds += time.perf_counter() - t0
+                self.runs += len(runner_inputs)
+        return out
+
+    def pids(self) -> list[int]:
+        return pool_pids(self.pool)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            _kill_pool(self.pool)
+            self.pool = None
+
+
+class RunFailures:
+    """Measurements that failed (the run raised, timed out or lost its process or device):
+    a running count and the most recent messages, one line each. A tune call takes a
+    `mark()` when it starts and reads what came after it (`since`)."""
+
+    KEEP = 256  # messages kept (the newest)
+
+    def __init__(self):
+        self.count = 0
+        self._log: list[tuple[int, str]] = []  # (sequence number, line)
+        self._lock = threading.Lock()
+
+    def add(self, message: str) -> None:
+        # "<runner>: An exception occurred" and a traceback: the head and the error line
+        lines = [ln for ln in str(message).splitlines() if ln.strip()]
+        head, rest = (lines[0].strip(), "\n".join(lines[1:])) if lines else ("(no message)", "")
+        line = f"{head}: {one_line(rest)}" if rest else head
+        with self._lock:
+            self._log.append((self.count, line[:300]))
+            self.count += 1
+            del self._log[: -self.KEEP]
+
+    def mark(self) -> int:
+        return self.count
+
+    def since(self, mark: int, limit: int = 8) -> list[str]:
+        """The first `limit` distinct messages of the failures after `mark`."""
+        out: list[str] = []
+        with self._lock:
+            for seq, line in self._log:
+                if seq >= mark and line not in out:
+                    out.append(line)
+                    if len(out) == limit:
+                        break
+        return out
+
+
+@dataclass(frozen=True)
+class RpcTracker:
+    """Where the devices are: a TVM RPC tracker and the key they registered under."""
+
+    host: str
+    port: int
+    key: str
+    sessions: int  # measurements at once (RPCRunner's max_workers)
+
+    def rpc_config(self, timeout_sec: float):
+        from tvm.s_tir.meta_schedule.runner import RPCConfig
+
+        return RPCConfig(
+            tracker_host=self.host,
+            tracker_port=self.port,
+            tracker_key=self.key,
+            session_priority=1,
+            session_timeout_sec=max(1, int(math.ceil(timeout_sec))),
+        )
+
+    def describe(self) -> str:
+        return f"key {self.key!r} at tracker {self.host}:{self.port}"
+
+
+@derived_object
+class RemoteRunner(PyRunner):
+    """A PyRunner that measures on RPC devices, `sessions` candidates at once.
+
+    Each candidate runs MetaSchedule's RPCRunner worker function in one of `sessions`
+    persistent processes: request a device from the tracker, upload the artifact, time it,
+    close the session. Unlike RPCRunner (whose pool has no timeout, so a session stuck on a
+    device that went silent would hang the tune), the pool kills a process after
+    `timeout_sec`, which counts from the tracker request: waiting for a free device,
+    uploading and timing all fall under it. `run` returns when the whole batch is done, as
+    TrialRunner's does, so `seconds` is the measuring time.
+    """
+
+    def __init__(self, tracker: RpcTracker, timeout_sec: float, evaluator: EvaluatorConfig | None = None, runs_per_process: int = RUNS_PER_PROCESS):
+        super().__init__()
+        self.tracker = tracker
+        self.timeout_sec = timeout_sec
+        self.evaluator = EvaluatorConfig._normalized(evaluator)  # noqa: SLF001
+        self.runs_per_process = runs_per_process
+        self.pool = None
+        self.seconds = 0.0
+        self.runs = 0
+        self.failures = RunFailures()
+        self.pools_started = 0
+        self._lock = threading.Lock()
+
+    def configure(self, timeout_sec: float, evaluator: EvaluatorConfig | None) -> None:
+        with self._lock:
+            self.evaluator = EvaluatorConfig._normalized(evaluator)  # noqa: SLF001
+            if timeout_sec != self.timeout_sec:
+                _kill_pool(self.pool)
+                self.pool = None
+                self.timeout_sec = timeout_sec
+
+    def _ensure_pool(self):
+        if self.pool is None:
+            self.pool = PopenPoolExecutor(
+                max_workers=self.tracker.sessions,
+                timeout=self.timeout_sec,
+                maximum_process_uses=self.runs_per_process,
+            )
+            self.pools_started += 1
+        return self.pool
+
+    def run(self, runner_inputs: list[RunnerInput]):
+        return [
+            LocalRunnerFuture(res=secs, error_message=None)
+            if err is None
+            else LocalRunnerFuture(res=None, error_message=err)
+            for secs, err in self.measure(runner_inputs, self.evaluator)
+        ]
+
+    def measure(self, runner_inputs: list[RunnerInput], evaluator: EvaluatorConfig):
+        """[(run_secs or None, error or None)] per input, up to `sessions` at once."""
+        from tvm.s_tir.meta_schedule.runner.rpc_runner import _worker_func
+
+        t0 = time.perf_counter()
+        rpc_config = self.tracker.rpc_config(self.timeout_sec)
+        where = f"RemoteRunner ({self.tracker.describe()})"
+        out = []
+        with self._lock:
+            try:
+                futures = []
+                for ri in runner_inputs:
+                    try:
+                        futures.append(
+                            self._ensure_pool().submit(
+                                _worker_func,
+                                None,
+                                None,
+                                None,
+                                None,
+                                None,
+                                rpc_config,
+                                evaluator,
+                                1,
+                                str(ri.artifact_path),
+                                str(ri.device_type),
+                                tuple(a.as_json() for a in ri.args_info),
+                            )
+                        )
+                    except Exception as e:  # noqa: BLE001 - a broken pool fails the input
+                        futures.append(e)
+                for fut in futures:
+                    try:
+                        if isinstance(fut, Exception):
+                            raise fut
+                        out.append(([float(x) for x in fut.result()], None))
+                    except TimeoutError:
+                        out.append((None, f"{where}: Timeout, killed after {self.timeout_sec} seconds"))
+                    except Exception as e:  # noqa: BLE001 - a lost device fails its candidate
+                        out.append((None, f"{where}: An exception occurred\n{e}"))
+                    if out[-1][1] is not None:
+                        self.failures.add(out[-1][1])
             finally:
                 self.seconds += time.perf_counter() - t0
                 self.runs += len(runner_inputs)
@@ -234,6 +417,7 @@ class TrialRunner(PyRunner):
 
 _BUILDER: TrialBuilder | None = None
 _RUNNER: TrialRunner | None = None
+_REMOTE: dict = {}  # RpcTracker -> RemoteRunner
 
 
 def get_builder(max_workers: int, timeout_sec: float) -> TrialBuilder:
@@ -254,6 +438,17 @@ def get_runner(timeout_sec: float, evaluator: EvaluatorConfig | None) -> TrialRu
     else:
         _RUNNER.configure(timeout_sec, evaluator)
     return _RUNNER
+
+
+def get_remote_runner(tracker: RpcTracker, timeout_sec: float, evaluator: EvaluatorConfig | None) -> RemoteRunner:
+    """The runner of this tracker and key (one per `RpcTracker`), (re)configured; its
+    session processes survive across calls."""
+    runner = _REMOTE.get(tracker)
+    if runner is None:
+        runner = _REMOTE[tracker] = RemoteRunner(tracker, timeout_sec, evaluator)
+    else:
+        runner.configure(timeout_sec, evaluator)
+    return runner
 
 
 def build_and_measure_mods(builder: TrialBuilder, runner: TrialRunner, mods_and_args, target, evaluator):
@@ -283,7 +478,7 @@ def build_and_measure_mods(builder: TrialBuilder, runner: TrialRunner, mods_and_
 
 def shutdown_all() -> None:
     """Stop the builder's and the runner's processes (the worker is exiting)."""
-    for x in (_BUILDER, _RUNNER):
+    for x in (_BUILDER, _RUNNER, *_REMOTE.values()):
         if x is not None:
             x.shutdown()
 
@@ -293,10 +488,14 @@ atexit.register(shutdown_all)
 __all__ = [
     "BUILDS_PER_PROCESS",
     "RUNS_PER_PROCESS",
+    "RemoteRunner",
+    "RpcTracker",
+    "RunFailures",
     "TrialBuilder",
     "TrialRunner",
     "build_and_measure_mods",
     "get_builder",
+    "get_remote_runner",
     "get_runner",
     "shutdown_all",
 ]

@@ -23,6 +23,7 @@ METHODS = (
     "build",
     "build_and_measure",
     "bench",
+    "rpc_devices",
     "shutdown",
 )
 
@@ -61,6 +62,7 @@ PARAMS = {
             "cost_model_max_samples",
             "remeasure_top",
             "remeasure_repeats",
+            "rpc",
         ),
     ),
     "build": (("module", "records", "target", "export"), ()),
@@ -69,6 +71,7 @@ PARAMS = {
         ("repeat", "number", "seed", "atol_rel", "rtol", "export"),
     ),
     "bench": (("library", "inputs", "target"), ("repeat", "number", "seed", "untuned")),
+    "rpc_devices": (("tracker_host", "tracker_port", "key"), ()),
     "shutdown": ((), ()),
 }
 
@@ -300,6 +303,12 @@ def m_bench(params: dict) -> dict:
     return bench(params)
 
 
+def m_rpc_devices(params: dict) -> dict:
+    from .rpc import devices
+
+    return devices(params)
+
+
 HANDLERS = {
     "hello": m_hello,
     "target": m_target,
@@ -310,6 +319,7 @@ HANDLERS = {
     "build": m_build,
     "build_and_measure": m_build_and_measure,
     "bench": m_bench,
+    "rpc_devices": m_rpc_devices,
 }
 
 

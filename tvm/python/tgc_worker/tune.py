@@ -52,8 +52,11 @@ class Remeasurer:
     with the search's `number`, `min_repeat_ms` and cache flush; built and measured by the
     worker's persistent builder and runner."""
 
-    def __init__(self, builder, runner, target, search_evaluator, repeats: int):
+    def __init__(self, builder, runner, target, search_evaluator, repeats: int, retries: int = 0):
         self.builder = builder
+        # a failed re-measurement is tried again this many times: on RPC devices, one that
+        # dropped out mid-measurement leaves the record to the devices that remain
+        self.retries = retries
         self.runner = runner
         self.target = target
         self.repeats = repeats
@@ -78,15 +81,25 @@ class Remeasurer:
                 out[i] = self.fresh[key]
             else:
                 todo.append((i, key, mod, args))
-        if todo:
+        for attempt in range(self.retries + 1):
+            if not todo:
+                break
             res = build_and_measure_mods(
                 self.builder, self.runner, [(m, a) for _, _, m, a in todo], self.target, self.evaluator
             )
-            for (i, key, _, _), (secs, err) in zip(todo, res):
+            failed = []
+            for item, (secs, err) in zip(todo, res):
+                i, key = item[0], item[1]
                 if secs is not None and _mean(secs) < math.inf:
                     self.fresh[key] = out[i] = secs
                 else:
-                    _log(f"re-measurement failed: {str(err).splitlines()[-1] if err else 'invalid run_secs'}")
+                    failed.append(item)
+                    again = " (trying again)" if attempt < self.retries else ""
+                    _log(
+                        f"re-measurement failed{again}: "
+                        f"{str(err).splitlines()[-1] if err else 'invalid run_secs'}"
+                    )
+            todo = failed
         return out
 
 
@@ -373,6 +386,32 @@ def _float_param(params, name, default, task=None):
     return float(v)
 
 
+def rpc_param(params, task=None):
+    """tune's `rpc` param: None (measure on this machine) or a pool.RpcTracker."""
+    from .pool import RpcTracker
+
+    rpc = params.get("rpc")
+    if rpc is None:
+        return None
+    fields = ("tracker_host", "tracker_port", "key", "sessions")
+    if not isinstance(rpc, dict):
+        raise WorkerError("bad_params", f"rpc must be an object with {', '.join(fields)}", task)
+    for k in rpc:
+        if k not in fields:
+            raise WorkerError("bad_params", f"rpc: unknown field {k!r}", task)
+    for k in fields:
+        if k not in rpc:
+            raise WorkerError("bad_params", f"rpc: missing field {k!r}", task)
+    host, key = rpc["tracker_host"], rpc["key"]
+    if not isinstance(host, str) or not host:
+        raise WorkerError("bad_params", f"rpc.tracker_host must be a host name, got {host!r}", task)
+    if not isinstance(key, str) or not key:
+        raise WorkerError("bad_params", f"rpc.key must be a non-empty string, got {key!r}", task)
+    port = _int_param(rpc, "tracker_port", None, 1, 65535, task)
+    sessions = _int_param(rpc, "sessions", None, 1, 1024, task)
+    return RpcTracker(host, port, key, sessions)
+
+
 def tune_task(lt, target, params: dict, seeds: list) -> dict:
     """Run seeded MetaSchedule on one lowered task. `seeds`: [(trace_json, source_workload)]."""
     task = lt.task.name
@@ -401,6 +440,7 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
     max_samples = _int_param(params, "cost_model_max_samples", 4096, 1, None, task)
     remeasure_top = _int_param(params, "remeasure_top", 3, 0, None, task)
     remeasure_repeats = _int_param(params, "remeasure_repeats", 5, 3, None, task)
+    tracker = rpc_param(params, task)
     if not isinstance(evo, dict) or not isinstance(runner_cfg, dict):
         raise WorkerError("bad_params", "evolutionary and runner must be objects", task)
     if cost_model_kind not in ("xgb", "random"):
@@ -422,9 +462,17 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
     state = TuneState(t0)
     logger = get_loggers_from_work_dir(work_dir, [task])[0]
     num_cores = target_num_cores(target) or physical_cores()
-    builder = pool.get_builder(num_cores, builder_timeout)
-    runner = pool.get_runner(runner_timeout, evaluator)
-    remeasurer = Remeasurer(builder, runner, target, evaluator, remeasure_repeats)
+    if tracker is None:
+        builder = pool.get_builder(num_cores, builder_timeout)
+        runner = pool.get_runner(runner_timeout, evaluator)
+    else:
+        # the device's cores are the target's; the builds run here, on this machine's
+        builder = pool.get_builder(physical_cores(), builder_timeout)
+        runner = pool.get_remote_runner(tracker, runner_timeout, evaluator)
+    failures_mark = runner.failures.mark()
+    remeasurer = Remeasurer(
+        builder, runner, target, evaluator, remeasure_repeats, retries=0 if tracker is None else 1
+    )
     state.build_mark, state.run_mark = builder.seconds, runner.seconds
     strategy = SeededSearch(
         inner, seeds, max_trials, patience, cached, tol, state, remeasurer, goal
@@ -514,6 +562,9 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
     remeasured.sort(key=lambda e: e["median_s"])
     records = remeasured + kept
     best = records[0]["median_s"] if records else None
+    failed_runs = runner.failures.count - failures_mark
+    if failed_runs:
+        _log(f"{task}: {failed_runs} measurements failed")
     return {
         "task": task,
         "structural_hash": lt.structural_hash,
@@ -540,6 +591,8 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
             "remeasure_repeats": remeasure_repeats,
         },
         "exact_seed_remeasured_s": state.exact_seed_remeasured_s,
+        "failed_runs": failed_runs,
+        "run_errors": runner.failures.since(failures_mark),
         "cost_model": {
             "warm_samples": warm["samples"],
             "saved_samples": saved["samples"],
