@@ -115,6 +115,36 @@ class TestRpc(unittest.TestCase):
             self.assertEqual(cm.exception.kind, "bad_params")
             self.assertIn(needle, cm.exception.message)
 
+    def test_a_candidate_for_an_arm_device_is_cross_compiled_here(self):
+        """What RemoteRunner uploads for an aarch64 board: AArch64 objects in a tar (the
+        device's server links them), built by the local builder; the device tag the driver
+        adds does not change the code."""
+        import tarfile
+
+        from tvm.s_tir.meta_schedule.builder import BuilderInput
+
+        from tgc_worker.pool import TrialBuilder
+        from tgc_worker.server import _task_and_target
+
+        a64 = {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "num-cores": 4, "tag": "rpc:rasp4"}
+        lt, target = _task_and_target({"task": matmul_task("rpc_a64", m=8, k=8, n=8), "target": a64})
+        self.assertEqual(target.tag, "rpc:rasp4")
+        builder = TrialBuilder(1, 120.0)
+        res = None
+        try:
+            (res,) = builder.build([BuilderInput(lt.workload, target)])
+            self.assertIsNone(res.error_msg)
+            with tarfile.open(str(res.artifact_path)) as tar:
+                objects = [n for n in tar.getnames() if n.endswith(".o")]
+                self.assertTrue(objects, tar.getnames())
+                head = tar.extractfile(objects[0]).read(20)
+            self.assertEqual(head[:4], b"\x7fELF")
+            self.assertEqual(int.from_bytes(head[18:20], "little"), 183)  # EM_AARCH64
+        finally:
+            builder.shutdown()
+            if res is not None and res.artifact_path:
+                shutil.rmtree(os.path.dirname(str(res.artifact_path)), ignore_errors=True)
+
     def test_a_device_that_drops_out_fails_only_its_candidates(self):
         from tvm.s_tir.meta_schedule.arg_info import ArgInfo
         from tvm.s_tir.meta_schedule.builder import BuilderInput
