@@ -364,7 +364,11 @@ impl Options {
 const TUNE_OPTIONS: &[&str] = &[
     "target",
     "cache",
+    "cache_read_only",
     "no_cache",
+    "rpc",
+    "rpc_key",
+    "rpc_sessions",
     "trials_per_task",
     "trials",
     "time_budget",
@@ -397,7 +401,18 @@ fn tune_json(
         c.target = t;
     }
     c.cache = o.str("cache")?.map(PathBuf::from);
+    c.cache_read_only = o.bool("cache_read_only")?.unwrap_or(false);
     c.no_cache = o.bool("no_cache")?.unwrap_or(false);
+    c.rpc = match (o.str("rpc")?, o.str("rpc_key")?) {
+        (Some(address), Some(key)) => {
+            let sessions = o
+                .uint("rpc_sessions")?
+                .map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX));
+            Some(tgc_tvm::RpcTracker::parse(&address, &key, sessions).map_err(err)?)
+        }
+        (None, None) => None,
+        _ => return Err(err("rpc and rpc_key go together")),
+    };
     let p = &mut c.policy;
     p.trials = o.int("trials_per_task")?.unwrap_or(p.trials);
     p.max_seeds = o.uint("max_seeds")?.map_or(p.max_seeds, |v| v as usize);
@@ -434,6 +449,7 @@ fn tune_json(
 const BUILD_OPTIONS: &[&str] = &[
     "target",
     "cache",
+    "cache_read_only",
     "no_cache",
     "measure_candidates",
     "check",
@@ -466,6 +482,7 @@ fn build_config(model: &str, output: PathBuf, o: &Options) -> PyResult<tgc_tune:
         c.target = t;
     }
     c.cache = o.str("cache")?.map(PathBuf::from);
+    c.cache_read_only = o.bool("cache_read_only")?.unwrap_or(false);
     c.no_cache = o.bool("no_cache")?.unwrap_or(false);
     c.measure_candidates = o
         .uint("measure_candidates")?

@@ -99,3 +99,24 @@ class TestTuneAndBuild(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestTuneOptions(unittest.TestCase):
+    """The keywords of the shared-cache and RPC flags reach the driver's own checks."""
+
+    def test_rpc_needs_its_key_and_a_host_port(self):
+        with self.assertRaises(tgc.TgcError) as e:
+            tgc.tune(small_model(), rpc="127.0.0.1:9190", no_cache=True)
+        self.assertIn("rpc and rpc_key go together", str(e.exception))
+        with self.assertRaises(tgc.TgcError) as e:
+            tgc.tune(small_model(), rpc="nohostport", rpc_key="k", no_cache=True)
+        self.assertIn("expected HOST:PORT", str(e.exception))
+
+    def test_a_read_only_cache_that_does_not_exist_is_an_error_naming_it(self):
+        with tempfile.TemporaryDirectory() as d:
+            missing = Path(d) / "none.sqlite"
+            with self.assertRaises(tgc.TgcError) as e:
+                tgc.tune(small_model(), cache=missing, cache_read_only=True,
+                         trials_per_task=1, measure=False)
+            self.assertIn(str(missing), str(e.exception))
+            self.assertFalse(missing.exists(), "a read-only run creates nothing")

@@ -178,11 +178,15 @@ def tune(model, *, target: str = "llvm", cache: str | os.PathLike | Cache | None
          seeded_patience: int | None = None, tolerance: float | None = None,
          cost_model: str | os.PathLike | None = None, cost_model_warm_start: bool = True,
          measure: bool = True, work_dir: str | os.PathLike | None = None,
-         shapes=None, name: str | None = None) -> dict:
+         cache_read_only: bool = False, rpc: str | None = None, rpc_key: str | None = None,
+         rpc_sessions: int | None = None, shapes=None, name: str | None = None) -> dict:
     """Tunes ``model`` with TVM MetaSchedule seeded from the cache and writes the results
     back: the ``tgc tune`` driver (the tgc-tune crate), the keywords are its flags. Returns
     the report (``tgc tune --report``) as a dict. Raises ``TgcError`` when the tuned build's
-    outputs differ from an untuned build's (the report is the exception's ``report``)."""
+    outputs differ from an untuned build's (the report is the exception's ``report``).
+    ``cache`` is a file or a ``postgres://`` URL (docs/scale.md); ``cache_read_only``
+    reads it and writes nothing back; ``rpc="HOST:PORT", rpc_key=KEY`` measures on the
+    devices a TVM RPC tracker offers under the key."""
     _worker_python()
     m = load(model, shapes=shapes, name=name)
     opts = dict(target=target, cache=_path(cache), no_cache=no_cache,
@@ -191,7 +195,8 @@ def tune(model, *, target: str = "llvm", cache: str | os.PathLike | Cache | None
                 max_seeds=max_seeds, patience=patience, seeded_patience=seeded_patience,
                 tolerance=tolerance, cost_model=_path(cost_model),
                 cost_model_warm_start=cost_model_warm_start, measure=measure,
-                work_dir=_path(work_dir))
+                work_dir=_path(work_dir), cache_read_only=cache_read_only, rpc=rpc,
+                rpc_key=rpc_key, rpc_sessions=rpc_sessions)
     text, warns, problem = _native.tune_json(m, _label(model, name), json.dumps(opts))
     _warn(warns)
     return _checked(json.loads(text), problem, check=True)
@@ -220,8 +225,8 @@ def _checked(report: dict, problem: str | None, check: bool) -> dict:
 def build(model, *, target: str = "llvm", cache: str | os.PathLike | Cache | None = None,
           output: str | os.PathLike | None = None, no_cache: bool = False,
           measure_candidates: int | None = None, bench: bool = False,
-          work_dir: str | os.PathLike | None = None, check: bool = False, shapes=None,
-          name: str | None = None):
+          work_dir: str | os.PathLike | None = None, check: bool = False,
+          cache_read_only: bool = False, shapes=None, name: str | None = None):
     """Compiles the deployable ``model`` with the cached schedule per task and a zero-trial
     transfer where no exact record exists: ``tgc build`` (tgc-tune's build). With
     ``output``, writes the library there (and its sidecar ``output + ".json"``) and returns
@@ -240,7 +245,7 @@ def build(model, *, target: str = "llvm", cache: str | os.PathLike | Cache | Non
         output = os.path.join(tmp, "model.so")
     opts = dict(target=target, cache=_path(cache), no_cache=no_cache,
                 measure_candidates=measure_candidates, check=check, bench=bench,
-                work_dir=_path(work_dir))
+                work_dir=_path(work_dir), cache_read_only=cache_read_only)
     text, warns, problem = _native.build_json(m, _label(model, name), os.fspath(output), json.dumps(opts))
     _warn(warns)
     report = _checked(json.loads(text), problem, check)
