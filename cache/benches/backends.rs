@@ -11,77 +11,22 @@
 //! `cargo bench -p tgc-cache --bench backends` (`TGC_BENCH_RECORDS`, default 100000;
 //! `TGC_BENCH_ROUNDS`, default 3: the write test is repeated and every round printed).
 
+mod common;
+
+use common::{families, fill, query, target, Kind, KINDS, LIMIT};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tgc_cache::throwaway::ThrowawayServer;
-use tgc_cache::{synth, Cache, NewRecord, Target, TaskEntry, Toolchain};
+use tgc_cache::{Cache, Toolchain};
 
-const GROUPS_PER_FAMILY: u64 = 8;
-const MEMBERS_PER_GROUP: u64 = 16;
-const RECORDS_PER_TASK: u64 = 32;
-const LIMIT: usize = 32;
 const WRITERS: u64 = 8;
-
-fn target() -> Target {
-    Target::parse(
-        r#"{"kind":"llvm","keys":["cpu"],"mtriple":"x86_64-linux-gnu","num-cores":2,"tag":""}"#,
-    )
-    .unwrap()
-}
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-fn families(records: u64) -> u64 {
-    records.div_ceil(GROUPS_PER_FAMILY * MEMBERS_PER_GROUP * RECORDS_PER_TASK)
-}
-
-fn build_file(path: &Path, records: u64) {
-    let mut cache = Cache::open(path).unwrap();
-    let (target, tc) = (target(), Toolchain::pinned());
-    let mut tag = 0u64;
-    for f in 0..families(records) {
-        let mut batch: Vec<(TaskEntry, Vec<NewRecord>)> = Vec::new();
-        for g in 0..GROUPS_PER_FAMILY {
-            for m in 0..MEMBERS_PER_GROUP {
-                let recs = (0..RECORDS_PER_TASK)
-                    .map(|_| {
-                        tag += 1;
-                        let mut r = synth::record(tag);
-                        r.args_info = None;
-                        r
-                    })
-                    .collect();
-                batch.push((synth::task(f, g, m), recs));
-            }
-        }
-        cache
-            .put_batch(&target, &tc, batch.iter().map(|(t, r)| (t, r.as_slice())))
-            .unwrap();
-    }
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Kind {
-    ExactHit,
-    NewShape,
-    NewStructure,
-}
-
-fn query(kind: Kind, fams: u64, i: u64) -> TaskEntry {
-    let r = synth::mix(i);
-    let f = r % fams;
-    let g = (r >> 20) % GROUPS_PER_FAMILY;
-    match kind {
-        Kind::ExactHit => synth::task(f, g, (r >> 40) % MEMBERS_PER_GROUP),
-        Kind::NewShape => synth::task(f, g, MEMBERS_PER_GROUP + (r >> 40) % 8),
-        Kind::NewStructure => synth::task(f, GROUPS_PER_FAMILY + (r >> 40) % 4, 0),
-    }
 }
 
 fn lookups(cache: &Cache, kind: Kind, fams: u64, n: u64) -> (Duration, Duration, usize) {
@@ -144,7 +89,7 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("bench.sqlite");
     let t = Instant::now();
-    build_file(&file, records);
+    fill(&mut Cache::open(&file).unwrap(), records);
     eprintln!(
         "built the file cache ({records} records) in {:.1?}",
         t.elapsed()
@@ -163,7 +108,7 @@ fn main() {
     for (name, location) in [("sqlite", file.clone()), ("postgres", url.clone())] {
         let cache = Cache::open_existing(&location).unwrap();
         lookups(&cache, Kind::NewShape, fams, 300);
-        for kind in [Kind::ExactHit, Kind::NewShape, Kind::NewStructure] {
+        for kind in KINDS {
             let (p50, p99, per) = lookups(&cache, kind, fams, 2_000);
             println!(
                 "lookup {name:<8} {records} records {kind:?}: p50 {p50:.2?} p99 {p99:.2?} ({per} candidates)"

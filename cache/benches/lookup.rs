@@ -12,32 +12,19 @@
 //!
 //! `cargo bench -p tgc-cache --bench lookup` (set `TGC_BENCH_SIZES=100000` to skip 10^6).
 
+mod common;
+
+use common::{families, fill, query, target, Kind, KINDS, LIMIT};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use tgc_cache::{synth, Cache, NewRecord, Target, TaskEntry, Toolchain};
-
-const GROUPS_PER_FAMILY: u64 = 8;
-const MEMBERS_PER_GROUP: u64 = 16;
-const RECORDS_PER_TASK: u64 = 32;
-const LIMIT: usize = 32;
-
-fn target() -> Target {
-    Target::parse(
-        r#"{"kind":"llvm","keys":["cpu"],"mtriple":"x86_64-linux-gnu","num-cores":2,"tag":""}"#,
-    )
-    .unwrap()
-}
+use tgc_cache::{Cache, Toolchain};
 
 fn bench_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
     target.join("tgc-bench")
-}
-
-fn families(records: u64) -> u64 {
-    records.div_ceil(GROUPS_PER_FAMILY * MEMBERS_PER_GROUP * RECORDS_PER_TASK)
 }
 
 /// The database with `records` records, built on first use.
@@ -52,28 +39,7 @@ fn database(records: u64) -> PathBuf {
     let _ = std::fs::remove_file(&path);
     let start = Instant::now();
     let mut cache = Cache::open(&path).unwrap();
-    let (target, tc) = (target(), Toolchain::pinned());
-    let mut tag = 0u64;
-    for f in 0..families(records) {
-        // One transaction per family (4,096 records).
-        let mut batch: Vec<(TaskEntry, Vec<NewRecord>)> = Vec::new();
-        for g in 0..GROUPS_PER_FAMILY {
-            for m in 0..MEMBERS_PER_GROUP {
-                let recs = (0..RECORDS_PER_TASK)
-                    .map(|_| {
-                        tag += 1;
-                        let mut r = synth::record(tag);
-                        r.args_info = None;
-                        r
-                    })
-                    .collect();
-                batch.push((synth::task(f, g, m), recs));
-            }
-        }
-        cache
-            .put_batch(&target, &tc, batch.iter().map(|(t, r)| (t, r.as_slice())))
-            .unwrap();
-    }
+    fill(&mut cache, records);
     cache.gc(false).unwrap();
     let st = cache.stats().unwrap();
     eprintln!(
@@ -86,25 +52,6 @@ fn database(records: u64) -> PathBuf {
     );
     std::fs::write(&done, format!("{}\n", st.records)).unwrap();
     path
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Kind {
-    ExactHit,
-    NewShape,
-    NewStructure,
-}
-
-/// The i-th query task of a kind.
-fn query(kind: Kind, fams: u64, i: u64) -> TaskEntry {
-    let r = synth::mix(i);
-    let f = r % fams;
-    let g = (r >> 20) % GROUPS_PER_FAMILY;
-    match kind {
-        Kind::ExactHit => synth::task(f, g, (r >> 40) % MEMBERS_PER_GROUP),
-        Kind::NewShape => synth::task(f, g, MEMBERS_PER_GROUP + (r >> 40) % 8),
-        Kind::NewStructure => synth::task(f, GROUPS_PER_FAMILY + (r >> 40) % 4, 0),
-    }
 }
 
 /// CPU time of this thread: unlike wall time, it does not count waiting while other
@@ -160,7 +107,7 @@ fn sizes() -> Vec<u64> {
 }
 
 fn lookup(c: &mut Criterion) {
-    let kinds = [Kind::ExactHit, Kind::NewShape, Kind::NewStructure];
+    let kinds = KINDS;
     for records in sizes() {
         let path = database(records);
         let cache = Cache::open_existing(&path).unwrap();

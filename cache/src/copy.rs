@@ -11,8 +11,8 @@
 
 use crate::db::Db;
 use crate::error::{CacheError, Result, SqliteContext};
-use crate::model::{Provenance, Target, Toolchain, Trace, Workload};
-use crate::rows::{toolchain_columns, trace_digest};
+use crate::model::{Target, Toolchain, Workload};
+use crate::rows::{record_columns, toolchain_columns, RecordRow};
 use crate::store::{Cache, Group, PutSummary, TaskRow, Writer};
 use std::collections::HashMap;
 use std::path::Path;
@@ -28,18 +28,6 @@ pub struct CopySummary {
     pub spellings: usize,
     /// What the destination's writer did with the records.
     pub stored: PutSummary,
-}
-
-/// One record as the source stores it.
-struct SourceRecord {
-    task_id: i64,
-    target_id: i64,
-    toolchain_id: i64,
-    digest: Vec<u8>,
-    trace_json: String,
-    latencies_json: String,
-    args_info_json: Option<String>,
-    provenance: Provenance,
 }
 
 /// A source task: a tgc task, or an imported workload (no keys).
@@ -154,32 +142,15 @@ impl Cache {
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .at(&src_path)?;
-        let records: Vec<SourceRecord> = src
+        let records: Vec<RecordRow> = src
             .rows(
-                "SELECT r.task_id, r.target_id, r.toolchain_id, tr.digest, tr.trace_json, r.latencies_json,
-                        r.args_info_json, r.model, r.task_name, r.trials, r.source, r.created_at
-                 FROM records r JOIN traces tr ON tr.id = r.trace_id ORDER BY r.id",
+                concat!(
+                    "SELECT ",
+                    record_columns!(),
+                    " FROM records r JOIN traces tr ON tr.id = r.trace_id ORDER BY r.id"
+                ),
                 &[],
-                |r| {
-                    Ok(SourceRecord {
-                        task_id: r.get(0)?,
-                        target_id: r.get(1)?,
-                        toolchain_id: r.get(2)?,
-                        digest: r.get(3)?,
-                        trace_json: r.get(4)?,
-                        latencies_json: r.get(5)?,
-                        args_info_json: r.get(6)?,
-                        provenance: Provenance {
-                            model: r.get(7)?,
-                            task_name: r.get(8)?,
-                            trials: r
-                                .get::<Option<i64>>(9)?
-                                .and_then(|t| u32::try_from(t).ok()),
-                            source: r.get(10)?,
-                            created_at: Some(r.get(11)?),
-                        },
-                    })
-                },
+                RecordRow::read,
             )
             .at(&src_path)?;
         drop(src);
@@ -217,42 +188,22 @@ impl Cache {
                 task_ids.insert(*id, dest_id);
             }
             for r in records {
-                let bad = |what: &str| {
+                let missing = |what: &str| {
                     corrupt(
                         &src_path,
-                        format!("a record of task {} has {what}", r.task_id),
+                        format!("a record of task {} has no {what}", r.task_id),
                     )
                 };
                 let group = Group {
-                    task_id: *task_ids.get(&r.task_id).ok_or_else(|| bad("no task"))?,
+                    task_id: *task_ids.get(&r.task_id).ok_or_else(|| missing("task"))?,
                     target_id: *target_ids
                         .get(&r.target_id)
-                        .ok_or_else(|| bad("no target"))?,
+                        .ok_or_else(|| missing("target"))?,
                     toolchain_id: *toolchain_ids
                         .get(&r.toolchain_id)
-                        .ok_or_else(|| bad("no toolchain"))?,
+                        .ok_or_else(|| missing("toolchain"))?,
                 };
-                let digest = trace_digest(&r.digest)
-                    .ok_or_else(|| bad("a trace digest that is not 32 bytes"))?;
-                // The destination dedupes by digest: never carry one that does not match.
-                if crate::model::TraceDigest::of(&r.trace_json) != digest {
-                    return Err(bad("a trace whose digest does not match its JSON"));
-                }
-                let latencies: Vec<f64> = serde_json::from_str(&r.latencies_json)
-                    .map_err(|_| bad("latencies that are not a JSON list of numbers"))?;
-                let args_info = match &r.args_info_json {
-                    Some(text) => Some(
-                        serde_json::from_str(text)
-                            .map_err(|_| bad("args_info that is not JSON"))?,
-                    ),
-                    None => None,
-                };
-                let record = crate::model::NewRecord {
-                    trace: Trace::from_stored(r.trace_json, digest),
-                    latencies,
-                    args_info,
-                    provenance: r.provenance,
-                };
+                let record = r.into_new_record(&src_path)?;
                 w.record(group, &record, &mut summary.stored)?;
             }
         }

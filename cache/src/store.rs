@@ -16,10 +16,10 @@ use crate::config::CacheConfig;
 use crate::db::{args, Db};
 use crate::error::{CacheError, Result, SqliteContext};
 use crate::model::{
-    canonical_json, features_to_json, record_latency, NewRecord, Provenance, Target, TaskEntry,
-    Toolchain, Trace, Workload,
+    canonical_json, features_to_json, record_latency, NewRecord, Target, TaskEntry, Toolchain,
+    Workload,
 };
-use crate::rows::{read_best_k, spelled_target, toolchain_columns, trace_digest};
+use crate::rows::{read_best_k, record_columns, spelled_target, toolchain_columns, RecordRow};
 use crate::schema;
 use crate::server::{is_server_url, PgConn, ServerUrl};
 use rusqlite::config::DbConfig;
@@ -610,16 +610,6 @@ impl<'r> RecordColumns<'r> {
     }
 }
 
-/// A record read back to be stored again under another target (see `move_records`).
-struct MovingRecord {
-    task_id: i64,
-    digest: Vec<u8>,
-    trace_json: String,
-    latencies_json: String,
-    args_info_json: Option<String>,
-    provenance: Provenance,
-}
-
 /// The stored measurement of a trace in a group.
 struct StoredMeasurement {
     record_id: i64,
@@ -688,30 +678,17 @@ impl<'a> Writer<'a> {
     /// group keeps its best k). Returns how many records were moved.
     fn move_records(&mut self, from: i64, to: i64, toolchain_id: i64) -> Result<usize> {
         let path = self.path;
-        let rows: Vec<MovingRecord> = self
+        let rows: Vec<RecordRow> = self
             .tx
             .rows(
-                "SELECT r.task_id, tr.digest, tr.trace_json, r.latencies_json, r.args_info_json,
-                        r.model, r.task_name, r.trials, r.source, r.created_at
-                 FROM records r JOIN traces tr ON tr.id = r.trace_id
-                 WHERE r.target_id = ?1 AND r.toolchain_id = ?2 ORDER BY r.id",
+                concat!(
+                    "SELECT ",
+                    record_columns!(),
+                    " FROM records r JOIN traces tr ON tr.id = r.trace_id
+                     WHERE r.target_id = ?1 AND r.toolchain_id = ?2 ORDER BY r.id"
+                ),
                 args![from, toolchain_id],
-                |r| {
-                    Ok(MovingRecord {
-                        task_id: r.get(0)?,
-                        digest: r.get(1)?,
-                        trace_json: r.get(2)?,
-                        latencies_json: r.get(3)?,
-                        args_info_json: r.get(4)?,
-                        provenance: Provenance {
-                            model: r.get(5)?,
-                            task_name: r.get(6)?,
-                            trials: r.get::<Option<i64>>(7)?.and_then(|t| u32::try_from(t).ok()),
-                            source: r.get(8)?,
-                            created_at: Some(r.get(9)?),
-                        },
-                    })
-                },
+                RecordRow::read,
             )
             .at(path)?;
         if rows.is_empty() {
@@ -726,30 +703,11 @@ impl<'a> Writer<'a> {
             .at(path)?;
         let mut summary = PutSummary::default();
         for row in rows {
-            let corrupt = |what: &str| CacheError::Corrupt {
-                path: path.to_path_buf(),
-                detail: format!("a record of target {from} has {what}"),
-            };
-            let digest = trace_digest(&row.digest)
-                .ok_or_else(|| corrupt("a trace digest that is not 32 bytes"))?;
-            let latencies: Vec<f64> = serde_json::from_str(&row.latencies_json)
-                .map_err(|_| corrupt("latencies that are not a JSON list of numbers"))?;
-            let args_info = match row.args_info_json {
-                Some(text) => Some(
-                    serde_json::from_str(&text)
-                        .map_err(|_| corrupt("args_info that is not JSON"))?,
-                ),
-                None => None,
-            };
-            let record = NewRecord {
-                trace: Trace::from_stored(row.trace_json, digest),
-                latencies,
-                args_info,
-                provenance: row.provenance,
-            };
+            let task_id = row.task_id;
+            let record = row.into_new_record(path)?;
             self.record(
                 Group {
-                    task_id: row.task_id,
+                    task_id,
                     target_id: to,
                     toolchain_id,
                 },

@@ -2,6 +2,9 @@
 //! `tests/fixtures/ms-llvm` (made by `tvm/python/make_ms_fixtures.py`), and against damaged
 //! copies of them.
 
+mod support;
+use support::Backend;
+
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -49,12 +52,6 @@ fn lines(path: &Path) -> Vec<String> {
         .lines()
         .map(str::to_string)
         .collect()
-}
-
-#[derive(Clone, Copy)]
-enum Backend {
-    Sqlite,
-    Postgres,
 }
 
 /// A fresh cache: a file in `dir`, or a database on a throwaway server (kept alive by the
@@ -471,26 +468,7 @@ fn an_export_for_some_workloads_writes_only_their_records(b: Backend) {
     assert_eq!((s.workloads, s.records), (0, 0));
 }
 
-/// The tests above that take a backend run on a file (`sqlite::NAME`) and on a throwaway
-/// PostgreSQL server (`postgres::NAME`).
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(#[test]
-            fn $name() {
-                super::$name(super::Backend::Sqlite)
-            })*
-        }
-        mod postgres {
-            $(#[test]
-            fn $name() {
-                super::$name(super::Backend::Postgres)
-            })*
-        }
-    };
-}
-
-on_both_backends!(
+support::on_both_backends!(
     imports_the_fixture_databases,
     imported_workloads_link_to_tgc_tasks_by_tvm_hash,
     damaged_lines_are_counted_and_skipped_with_their_place,

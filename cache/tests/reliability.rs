@@ -3,6 +3,9 @@
 //! `verify` nor loses a commit it acknowledged. Each runs on a cache file and on a
 //! throwaway PostgreSQL server (`sqlite::NAME`, `postgres::NAME`).
 
+mod support;
+use support::Backend;
+
 use std::collections::{BTreeSet, HashMap};
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::ExitStatusExt;
@@ -11,12 +14,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tgc_cache::throwaway::ThrowawayServer;
 use tgc_cache::{synth, Cache, Target, Toolchain};
-
-#[derive(Clone, Copy)]
-enum Backend {
-    Sqlite,
-    Postgres,
-}
 
 /// Where a test's caches live: files in a temporary directory, or databases on a server.
 enum Place {
@@ -316,24 +313,7 @@ fn writers_killed_at_random_moments_leave_a_sound_cache_and_keep_acknowledged_co
     }
 }
 
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(#[test]
-            fn $name() {
-                super::$name(super::Backend::Sqlite)
-            })*
-        }
-        mod postgres {
-            $(#[test]
-            fn $name() {
-                super::$name(super::Backend::Postgres)
-            })*
-        }
-    };
-}
-
-on_both_backends!(
+support::on_both_backends!(
     eight_concurrent_writers_lose_nothing,
     eight_concurrent_writers_on_shared_tasks_keep_exactly_the_best_k,
     writers_killed_at_random_moments_leave_a_sound_cache_and_keep_acknowledged_commits,

@@ -1,6 +1,9 @@
 //! The store and retrieval through the public API: dedupe, best k, gc, stats, the lookup
 //! tiers and their ranking, target and toolchain isolation, and damaged cache files.
 
+mod support;
+use support::Backend;
+
 use std::path::{Path, PathBuf};
 use tgc_cache::throwaway::ThrowawayServer;
 use tgc_cache::{
@@ -32,13 +35,6 @@ fn lowered(mut task: TaskEntry, tvm_hash: u64, json: &str) -> TaskEntry {
         json: json.into(),
     });
     task
-}
-
-/// Where a test's cache lives: a file, or a database on a throwaway PostgreSQL server.
-#[derive(Clone, Copy)]
-enum Backend {
-    Sqlite,
-    Postgres,
 }
 
 /// What keeps a test's cache alive, and a way behind the cache's back.
@@ -963,26 +959,7 @@ fn a_seed_is_found_by_its_trace_digest_with_its_best_record_and_source(b: Backen
     assert!(err.contains("'xyz' is not 64 hex digits"), "{err}");
 }
 
-/// Every test above runs on both backends: `sqlite::NAME` on a file, `postgres::NAME` on a
-/// throwaway PostgreSQL server (one per test, stopped when the test ends).
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(#[test]
-            fn $name() {
-                super::$name(super::Backend::Sqlite)
-            })*
-        }
-        mod postgres {
-            $(#[test]
-            fn $name() {
-                super::$name(super::Backend::Postgres)
-            })*
-        }
-    };
-}
-
-on_both_backends!(
+support::on_both_backends!(
     put_dedupes_traces_and_keeps_the_best_measurement,
     best_k_bounds_every_group_and_can_be_lowered,
     a_candidate_carries_the_most_effort_its_task_had,
