@@ -157,17 +157,15 @@ class TrialBuilder(PyBuilder):
             self.pool = None
 
 
-@derived_object
-class TrialRunner(PyRunner):
-    """A PyRunner over one persistent measuring process (as LocalRunner, max_workers=1).
+class _MeasuringPool:
+    """What TrialRunner and RemoteRunner share: a persistent pool of `workers` measuring
+    processes (recycled after `runs_per_process` uses), its timeout and the evaluator
+    config, and the futures `run` returns from the runner's own `measure`. (A base after
+    PyRunner: derived_object reads the first base's metadata, and PyRunner's abstract `run`
+    comes first, so each runner's `run` calls `_futures`.)"""
 
-    Candidates are measured one after the other, synchronously inside `run` (so `seconds`,
-    the wall time spent in `run` and `measure`, is the measuring time). The evaluator config
-    is per call: `evaluator` (set per task) for `run`, any other for `measure`.
-    """
-
-    def __init__(self, timeout_sec: float, evaluator: EvaluatorConfig | None = None, runs_per_process: int = RUNS_PER_PROCESS):
-        super().__init__()
+    def _setup_pool(self, workers: int, timeout_sec: float, evaluator: EvaluatorConfig | None, runs_per_process: int) -> None:
+        self.workers = workers
         self.timeout_sec = timeout_sec
         self.evaluator = EvaluatorConfig._normalized(evaluator)  # noqa: SLF001
         self.runs_per_process = runs_per_process
@@ -189,20 +187,37 @@ class TrialRunner(PyRunner):
     def _ensure_pool(self):
         if self.pool is None:
             self.pool = PopenPoolExecutor(
-                max_workers=1,
+                max_workers=self.workers,
                 timeout=self.timeout_sec,
                 maximum_process_uses=self.runs_per_process,
             )
             self.pools_started += 1
         return self.pool
 
-    def run(self, runner_inputs: list[RunnerInput]):
+    def _futures(self, runner_inputs: list[RunnerInput]):
         return [
             LocalRunnerFuture(res=secs, error_message=None)
             if err is None
             else LocalRunnerFuture(res=None, error_message=err)
             for secs, err in self.measure(runner_inputs, self.evaluator)
         ]
+
+
+@derived_object
+class TrialRunner(PyRunner, _MeasuringPool):
+    """A PyRunner over one persistent measuring process (as LocalRunner, max_workers=1).
+
+    Candidates are measured one after the other, synchronously inside `run` (so `seconds`,
+    the wall time spent in `run` and `measure`, is the measuring time). The evaluator config
+    is per call: `evaluator` (set per task) for `run`, any other for `measure`.
+    """
+
+    def __init__(self, timeout_sec: float, evaluator: EvaluatorConfig | None = None, runs_per_process: int = RUNS_PER_PROCESS):
+        super().__init__()
+        self._setup_pool(1, timeout_sec, evaluator, runs_per_process)
+
+    def run(self, runner_inputs: list[RunnerInput]):
+        return self._futures(runner_inputs)
 
     def measure(self, runner_inputs: list[RunnerInput], evaluator: EvaluatorConfig):
         """[(run_secs or None, error or None)] per input, measured one after the other."""
@@ -308,7 +323,7 @@ class RpcTracker:
 
 
 @derived_object
-class RemoteRunner(PyRunner):
+class RemoteRunner(PyRunner, _MeasuringPool):
     """A PyRunner that measures on RPC devices, `sessions` candidates at once.
 
     Each candidate runs MetaSchedule's RPCRunner worker function in one of `sessions`
@@ -323,41 +338,10 @@ class RemoteRunner(PyRunner):
     def __init__(self, tracker: RpcTracker, timeout_sec: float, evaluator: EvaluatorConfig | None = None, runs_per_process: int = RUNS_PER_PROCESS):
         super().__init__()
         self.tracker = tracker
-        self.timeout_sec = timeout_sec
-        self.evaluator = EvaluatorConfig._normalized(evaluator)  # noqa: SLF001
-        self.runs_per_process = runs_per_process
-        self.pool = None
-        self.seconds = 0.0
-        self.runs = 0
-        self.failures = RunFailures()
-        self.pools_started = 0
-        self._lock = threading.Lock()
-
-    def configure(self, timeout_sec: float, evaluator: EvaluatorConfig | None) -> None:
-        with self._lock:
-            self.evaluator = EvaluatorConfig._normalized(evaluator)  # noqa: SLF001
-            if timeout_sec != self.timeout_sec:
-                _kill_pool(self.pool)
-                self.pool = None
-                self.timeout_sec = timeout_sec
-
-    def _ensure_pool(self):
-        if self.pool is None:
-            self.pool = PopenPoolExecutor(
-                max_workers=self.tracker.sessions,
-                timeout=self.timeout_sec,
-                maximum_process_uses=self.runs_per_process,
-            )
-            self.pools_started += 1
-        return self.pool
+        self._setup_pool(tracker.sessions, timeout_sec, evaluator, runs_per_process)
 
     def run(self, runner_inputs: list[RunnerInput]):
-        return [
-            LocalRunnerFuture(res=secs, error_message=None)
-            if err is None
-            else LocalRunnerFuture(res=None, error_message=err)
-            for secs, err in self.measure(runner_inputs, self.evaluator)
-        ]
+        return self._futures(runner_inputs)
 
     def measure(self, runner_inputs: list[RunnerInput], evaluator: EvaluatorConfig):
         """[(run_secs or None, error or None)] per input, up to `sessions` at once."""
