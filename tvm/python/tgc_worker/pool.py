@@ -160,7 +160,8 @@ class TrialBuilder(PyBuilder):
 class _MeasuringPool:
     """What TrialRunner and RemoteRunner share: a persistent pool of `workers` measuring
     processes (recycled after `runs_per_process` uses), its timeout and the evaluator
-    config, and the futures `run` returns from the runner's own `measure`. (A base after
+    config, and measuring: each runner gives `_submit` (its worker function and arguments),
+    `_label` (for error messages) and `serial`. (A base after
     PyRunner: derived_object reads the first base's metadata, and PyRunner's abstract `run`
     comes first, so each runner's `run` calls `_futures`.)"""
 
@@ -202,6 +203,51 @@ class _MeasuringPool:
             for secs, err in self.measure(runner_inputs, self.evaluator)
         ]
 
+    def measure(self, runner_inputs: list[RunnerInput], evaluator: EvaluatorConfig):
+        """[(run_secs or None, error or None)] per input: one after the other (`serial`), or
+        all submitted at once and collected in order. A submit that fails (a broken pool),
+        a timeout or a lost process or device fails its input only, and is counted."""
+        t0 = time.perf_counter()
+        with self._lock:
+            try:
+                if self.serial:
+                    out = [self._outcome(self._try_submit(ri, evaluator)) for ri in runner_inputs]
+                else:
+                    futures = [self._try_submit(ri, evaluator) for ri in runner_inputs]
+                    out = [self._outcome(f) for f in futures]
+            finally:
+                self.seconds += time.perf_counter() - t0
+                self.runs += len(runner_inputs)
+        return out
+
+    def _try_submit(self, ri: RunnerInput, evaluator: EvaluatorConfig):
+        try:
+            return self._submit(ri, evaluator)
+        except Exception as e:  # noqa: BLE001 - a broken pool fails the input
+            return e
+
+    def _outcome(self, fut):
+        """(run_secs, None) or (None, error) of one submitted input; errors are counted."""
+        try:
+            if isinstance(fut, Exception):
+                raise fut
+            res = ([float(x) for x in fut.result()], None)
+        except TimeoutError:
+            res = (None, f"{self._label()}: Timeout, killed after {self.timeout_sec} seconds")
+        except Exception as e:  # noqa: BLE001 - a lost process or device fails its candidate
+            res = (None, f"{self._label()}: An exception occurred\n{e}")
+        if res[1] is not None:
+            self.failures.add(res[1])
+        return res
+
+    def pids(self) -> list[int]:
+        return pool_pids(self.pool)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            _kill_pool(self.pool)
+            self.pool = None
+
 
 @derived_object
 class TrialRunner(PyRunner, _MeasuringPool):
@@ -219,46 +265,26 @@ class TrialRunner(PyRunner, _MeasuringPool):
     def run(self, runner_inputs: list[RunnerInput]):
         return self._futures(runner_inputs)
 
-    def measure(self, runner_inputs: list[RunnerInput], evaluator: EvaluatorConfig):
-        """[(run_secs or None, error or None)] per input, measured one after the other."""
+    # One candidate at a time: the measuring process has the cores to itself.
+    serial = True
+
+    def _label(self) -> str:
+        return "TrialRunner"
+
+    def _submit(self, ri: RunnerInput, evaluator: EvaluatorConfig):
         from tvm.s_tir.meta_schedule.runner.local_runner import _worker_func
 
-        t0 = time.perf_counter()
-        out = []
-        with self._lock:
-            try:
-                for ri in runner_inputs:
-                    try:
-                        fut = self._ensure_pool().submit(
-                            _worker_func,
-                            None,
-                            None,
-                            None,
-                            evaluator,
-                            1,
-                            str(ri.artifact_path),
-                            str(ri.device_type),
-                            tuple(a.as_json() for a in ri.args_info),
-                        )
-                        out.append(([float(x) for x in fut.result()], None))
-                    except TimeoutError:
-                        out.append((None, f"TrialRunner: Timeout, killed after {self.timeout_sec} seconds"))
-                    except Exception as e:  # noqa: BLE001
-                        out.append((None, f"TrialRunner: An exception occurred\n{e}"))
-                    if out[-1][1] is not None:
-                        self.failures.add(out[-1][1])
-            finally:
-                self.seconds += time.perf_counter() - t0
-                self.runs += len(runner_inputs)
-        return out
-
-    def pids(self) -> list[int]:
-        return pool_pids(self.pool)
-
-    def shutdown(self) -> None:
-        with self._lock:
-            _kill_pool(self.pool)
-            self.pool = None
+        return self._ensure_pool().submit(
+            _worker_func,
+            None,
+            None,
+            None,
+            evaluator,
+            1,
+            str(ri.artifact_path),
+            str(ri.device_type),
+            tuple(a.as_json() for a in ri.args_info),
+        )
 
 
 class RunFailures:
@@ -343,60 +369,29 @@ class RemoteRunner(PyRunner, _MeasuringPool):
     def run(self, runner_inputs: list[RunnerInput]):
         return self._futures(runner_inputs)
 
-    def measure(self, runner_inputs: list[RunnerInput], evaluator: EvaluatorConfig):
-        """[(run_secs or None, error or None)] per input, up to `sessions` at once."""
+    # Up to `sessions` candidates at once, on as many devices.
+    serial = False
+
+    def _label(self) -> str:
+        return f"RemoteRunner ({self.tracker.describe()})"
+
+    def _submit(self, ri: RunnerInput, evaluator: EvaluatorConfig):
         from tvm.s_tir.meta_schedule.runner.rpc_runner import _worker_func
 
-        t0 = time.perf_counter()
-        rpc_config = self.tracker.rpc_config(self.timeout_sec)
-        where = f"RemoteRunner ({self.tracker.describe()})"
-        out = []
-        with self._lock:
-            try:
-                futures = []
-                for ri in runner_inputs:
-                    try:
-                        futures.append(
-                            self._ensure_pool().submit(
-                                _worker_func,
-                                None,
-                                None,
-                                None,
-                                None,
-                                None,
-                                rpc_config,
-                                evaluator,
-                                1,
-                                str(ri.artifact_path),
-                                str(ri.device_type),
-                                tuple(a.as_json() for a in ri.args_info),
-                            )
-                        )
-                    except Exception as e:  # noqa: BLE001 - a broken pool fails the input
-                        futures.append(e)
-                for fut in futures:
-                    try:
-                        if isinstance(fut, Exception):
-                            raise fut
-                        out.append(([float(x) for x in fut.result()], None))
-                    except TimeoutError:
-                        out.append((None, f"{where}: Timeout, killed after {self.timeout_sec} seconds"))
-                    except Exception as e:  # noqa: BLE001 - a lost device fails its candidate
-                        out.append((None, f"{where}: An exception occurred\n{e}"))
-                    if out[-1][1] is not None:
-                        self.failures.add(out[-1][1])
-            finally:
-                self.seconds += time.perf_counter() - t0
-                self.runs += len(runner_inputs)
-        return out
-
-    def pids(self) -> list[int]:
-        return pool_pids(self.pool)
-
-    def shutdown(self) -> None:
-        with self._lock:
-            _kill_pool(self.pool)
-            self.pool = None
+        return self._ensure_pool().submit(
+            _worker_func,
+            None,
+            None,
+            None,
+            None,
+            None,
+            self.tracker.rpc_config(self.timeout_sec),
+            evaluator,
+            1,
+            str(ri.artifact_path),
+            str(ri.device_type),
+            tuple(a.as_json() for a in ri.args_info),
+        )
 
 
 _BUILDER: TrialBuilder | None = None
