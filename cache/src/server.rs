@@ -23,8 +23,8 @@ pub fn is_server_url(location: &Path) -> bool {
         .is_some_and(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
 }
 
-/// The connection settings of a URL, with the password filled in from the environment or
-/// the password file when the URL has none; and the URL as shown (no password).
+/// The connection settings of a URL and the URL as shown (no password). Only a connection
+/// needs the password from the environment or the password file: [`ServerUrl::with_password`].
 pub(crate) struct ServerUrl {
     pub config: postgres::Config,
     pub shown: String,
@@ -58,14 +58,20 @@ impl ServerUrl {
         config.connect_timeout(connect_timeout);
         config.application_name("tgc");
         let shown = shown_url(&config);
-        if config.get_password().is_none() {
+        Ok(ServerUrl { config, shown })
+    }
+
+    /// Fills in the password, when the URL has none, from `$PGPASSWORD`, else the password
+    /// file.
+    pub(crate) fn with_password(mut self) -> ServerUrl {
+        if self.config.get_password().is_none() {
             if let Some(pw) = std::env::var_os("PGPASSWORD").filter(|p| !p.is_empty()) {
-                config.password(pw.as_encoded_bytes());
-            } else if let Some(pw) = password_from_file(&config) {
-                config.password(pw);
+                self.config.password(pw.as_encoded_bytes());
+            } else if let Some(pw) = password_from_file(&self.config) {
+                self.config.password(pw);
             }
         }
-        Ok(ServerUrl { config, shown })
+        self
     }
 }
 
@@ -306,6 +312,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(u.shown, "postgres://tgc@db.example:6543/cache");
+        let u = u.with_password();
         assert_eq!(u.config.get_password(), Some(&b"s3cret"[..]));
         let err = ServerUrl::parse(
             "postgres://tgc:s3cret@host:notaport/db",

@@ -215,7 +215,8 @@ impl Cache {
             detail,
         })?;
         let location = PathBuf::from(&server.shown);
-        let conn = PgConn::connect(server.config, config.read_only).at(&location)?;
+        let conn =
+            PgConn::connect(server.with_password().config, config.read_only).at(&location)?;
         let conn = Db::server(conn);
         let version = schema::server_version(&conn).at(&location)?;
         if version == 0 && !create {
@@ -439,14 +440,7 @@ impl Cache {
                 |r| Ok((toolchain_columns(r, 0)?, r.get::<i64>(3)? as u64)),
             )
             .at(p)?;
-        let file_bytes = match tx.lite() {
-            Some(_) => file_bytes(p),
-            None => tx
-                .one("SELECT pg_database_size(current_database())", &[], |r| {
-                    r.get::<i64>(0)
-                })
-                .at(p)? as u64,
-        };
+        let file_bytes = self.size_bytes()?;
         Ok(Stats {
             path: p.clone(),
             schema_version: schema::version(&tx).at(p)?,
@@ -471,7 +465,7 @@ impl Cache {
     pub fn gc(&mut self, vacuum: bool) -> Result<GcSummary> {
         let path = self.path.clone();
         let mut s = GcSummary {
-            bytes_before: self.stats()?.file_bytes,
+            bytes_before: self.size_bytes()?,
             ..GcSummary::default()
         };
         let tx = self.write_tx()?;
@@ -499,8 +493,22 @@ impl Cache {
             // Best effort: readers of other processes may hold the WAL; then it shrinks later.
             let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
         }
-        s.bytes_after = self.stats()?.file_bytes;
+        s.bytes_after = self.size_bytes()?;
         Ok(s)
+    }
+
+    /// Bytes of the database file plus its WAL, or of the whole database on a server.
+    fn size_bytes(&self) -> Result<u64> {
+        match self.conn.lite() {
+            Some(_) => Ok(file_bytes(&self.path)),
+            None => self
+                .conn
+                .one("SELECT pg_database_size(current_database())", &[], |r| {
+                    r.get::<i64>(0)
+                })
+                .map(|n| n as u64)
+                .at(&self.path),
+        }
     }
 
     /// A write transaction that holds the write lock from its start.
