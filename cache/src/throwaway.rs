@@ -242,6 +242,19 @@ impl ThrowawayServer {
         Ok(self.url_as("tgc", Some(Self::PASSWORD), &name))
     }
 
+    /// Creates a role `user` that may log in with `password` and only `SELECT` from the
+    /// tables of database `db` as they are now (a CI job's reader); returns its URL.
+    pub fn add_reader(&self, db: &str, user: &str, password: &str) -> Result<String, String> {
+        self.sql(
+            db,
+            &format!(
+                "CREATE ROLE {user} LOGIN PASSWORD '{password}';
+                 GRANT SELECT ON ALL TABLES IN SCHEMA public TO {user};"
+            ),
+        )?;
+        Ok(self.url_as(user, Some(password), db))
+    }
+
     /// The server's log so far (for a failing test's message).
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()

@@ -79,14 +79,7 @@ fn a_role_that_may_only_read_looks_up_and_its_writes_are_refused_cleanly() {
             .put(&task, &llvm(), &Toolchain::pinned(), &[synth::record(5)])
             .unwrap();
     }
-    server
-        .sql(
-            &db,
-            "CREATE ROLE reader LOGIN PASSWORD 'reader-pw';
-             GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader;",
-        )
-        .unwrap();
-    let reader = server.url_as("reader", Some("reader-pw"), &db);
+    let reader = server.add_reader(&db, "reader", "reader-pw").unwrap();
     for read_only in [true, false] {
         let config = CacheConfig {
             read_only,

@@ -86,14 +86,7 @@ fn a_reader_that_may_only_select_uses_the_teams_records_and_writes_nothing() {
         .unwrap()
         .records;
 
-    server
-        .sql(
-            &db,
-            "CREATE ROLE ci LOGIN PASSWORD 'ci-secret-pw';
-             GRANT SELECT ON ALL TABLES IN SCHEMA public TO ci;",
-        )
-        .unwrap();
-    let reader = server.url_as("ci", Some("ci-secret-pw"), &db);
+    let reader = server.add_reader(&db, "ci", "ci-secret-pw").unwrap();
     let mut outputs = vec![text(&out)];
     for (report, extra) in [
         ("flag.json", &["--cache-read-only"][..]),
