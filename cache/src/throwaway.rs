@@ -233,6 +233,47 @@ impl ThrowawayServer {
         c.batch_execute(sql).map_err(|e| e.to_string())
     }
 
+    /// Opens a session on database `db` that holds `LOCK TABLE table IN SHARE MODE` in an
+    /// open transaction: every writer that reaches an insert into `table` waits there, in
+    /// the middle of its own transaction, until this session ends (the returned client is
+    /// dropped, or the server restarts).
+    pub fn block_writes_to(&self, db: &str, table: &str) -> Result<postgres::Client, String> {
+        let url = self.url_as("tgc", Some(Self::PASSWORD), db);
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).map_err(|e| e.to_string())?;
+        c.batch_execute(&format!("BEGIN; LOCK TABLE {table} IN SHARE MODE"))
+            .map_err(|e| e.to_string())?;
+        Ok(c)
+    }
+
+    /// Waits (up to `timeout`) until some session on database `db` waits for a lock.
+    pub fn wait_for_a_blocked_session(
+        &self,
+        db: &str,
+        timeout: std::time::Duration,
+    ) -> Result<(), String> {
+        let url = self.url_as("tgc", Some(Self::PASSWORD), "postgres");
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).map_err(|e| e.to_string())?;
+        let start = std::time::Instant::now();
+        loop {
+            let n: i64 = c
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'",
+                    &[&db],
+                )
+                .map_err(|e| e.to_string())?
+                .get(0);
+            if n > 0 {
+                return Ok(());
+            }
+            if start.elapsed() > timeout {
+                return Err(format!(
+                    "no session on {db} waited for a lock within {timeout:?}"
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// Creates a fresh, empty database and returns the superuser's URL of it.
     pub fn new_database(&self) -> Result<String, String> {
         let n = self.next_db.get();

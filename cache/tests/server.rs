@@ -35,17 +35,25 @@ fn put_all(cache: &mut Cache, b: &[(TaskEntry, Vec<NewRecord>)]) -> tgc_cache::R
 #[test]
 fn a_restart_fails_the_write_in_flight_clearly_and_a_retry_succeeds() {
     let server = ThrowawayServer::start().unwrap();
-    let url = PathBuf::from(server.new_database().unwrap());
+    let url_text = server.new_database().unwrap();
+    let db = url_text.rsplit('/').next().unwrap().to_string();
+    let url = PathBuf::from(&url_text);
     let mut cache = Cache::open(&url).unwrap();
     put_all(&mut cache, &batch(0, 2, 5)).unwrap();
-    // A large batch in one transaction, and the server restarts under it.
+    // A large batch in one transaction, and the server restarts under it. Another session
+    // holds a lock on `records`, so the writer has stored its tasks and traces and waits
+    // at its first record when the restart comes (no race with the writer's speed).
+    let lock = server.block_writes_to(&db, "records").unwrap();
     let big = batch(1_000, 50, 32);
     let writer = std::thread::spawn(move || {
         let r = put_all(&mut cache, &big);
         (cache, big, r)
     });
-    std::thread::sleep(Duration::from_millis(300));
+    server
+        .wait_for_a_blocked_session(&db, Duration::from_secs(60))
+        .unwrap();
     server.restart().unwrap();
+    drop(lock);
     let (mut cache, big, first) = writer.join().unwrap();
     let err = first.expect_err("the write in flight cannot have committed through a restart");
     let msg = err.to_string();
@@ -62,6 +70,7 @@ fn a_restart_fails_the_write_in_flight_clearly_and_a_retry_succeeds() {
     // Nothing of the failed transaction is there; the retry stores all of it.
     let st = cache.stats().unwrap();
     assert_eq!(st.records, 10, "only the first batch");
+    assert_eq!(st.tasks, 2, "no task of the failed transaction: {st:?}");
     assert_eq!(put_all(&mut cache, &big).unwrap(), 50 * 32);
     assert_eq!(cache.stats().unwrap().records, 10 + 50 * 32);
     assert!(cache.verify().unwrap().is_ok());
