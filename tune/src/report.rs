@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use tgc_cache::Toolchain;
 use tgc_passes::seeding::{tier_name, SeedPlan, Tier};
-use tgc_tvm::{BuildResult, ReplayMode, RpcDevices, RpcTracker, StopReason, Trials, TuneRound};
+use tgc_tvm::{
+    BuildResult, ReplayMode, RpcDevices, RpcTracker, RunnerSettings, StopReason, Trials, TuneRound,
+};
 
 /// What happened to one task.
 #[derive(Clone, Debug)]
@@ -23,6 +25,10 @@ pub struct TaskReport {
     pub run_errors: Vec<String>,
     pub best_s: Option<f64>,
     pub stopped: StopReason,
+    /// The median of each window of the exact-hit check (empty: no check ran).
+    pub exact_windows_s: Vec<f64>,
+    /// The timing settings the worker measured with.
+    pub runner: RunnerSettings,
     pub wall_s: f64,
     /// Records inserted or improved in the cache.
     pub written: usize,
@@ -97,7 +103,11 @@ pub struct Report {
     pub skipped: Vec<String>,
     pub run_trials: Option<u64>,
     pub time_budget_s: Option<f64>,
+    /// From the first task's start to the last task's end.
     pub tuning_wall_s: f64,
+    /// The worker's one-time set-up of tuning, before the first task (not in
+    /// `tuning_wall_s`).
+    pub prepare_tuning_s: f64,
     /// The worker's `build_and_measure` result, when the model was measured.
     pub end_to_end: Option<BuildResult>,
     /// With `--rpc`: the tracker and key measured on, and what the tracker offered under
@@ -175,6 +185,8 @@ impl Report {
                 "run_errors": r.run_errors,
                 "best_latency_s": r.best_s,
                 "stopped": r.stopped.as_str(),
+                "exact_windows_s": r.exact_windows_s,
+                "runner": r.runner,
                 "wall_s": r.wall_s,
                 "records_written": r.written,
                 "records_remeasured": r.remeasured,
@@ -187,6 +199,7 @@ impl Report {
             })).collect::<Vec<_>>(),
             "totals": {
                 "tuning_wall_s": self.tuning_wall_s,
+                "prepare_tuning_s": self.prepare_tuning_s,
                 "trials": self.total_trials(),
                 "failed_runs": self.total_failed_runs(),
                 "tasks_by_tier": self.tasks_by_tier(),

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 /// nothing), and every method rejects unknown params fields and requires the ones the client
 /// always sends. 6: `tune` measures on RPC devices when asked (`rpc`), and its result counts
 /// the measurements that failed (`failed_runs`, `run_errors`); the method `rpc_devices`.
-pub const PROTOCOL: u64 = 6;
+pub const PROTOCOL: u64 = 7;
 
 /// Trials: measured candidates. One type for every count of them.
 pub type Trials = u64;
@@ -326,6 +326,10 @@ pub struct TuneRequest {
     /// (worker default 5, at least 3).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remeasure_repeats: Option<u64>,
+    /// Optional: the most re-measurements (windows) of the exact-hit seed, taken one after
+    /// the other until one is within `exact_tolerance` (worker default 4, 1 to 64).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exact_windows: Option<u64>,
     /// Optional: measure on the devices of this RPC tracker instead of this machine
     /// (absent: here). Candidates are built here either way.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -403,6 +407,14 @@ pub struct RpcDevicesRequest {
     pub key: String,
 }
 
+/// `prepare_tuning`'s result.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrepareResult {
+    /// Seconds the one-time set-up took (about 0 when it was done before).
+    pub seconds: f64,
+}
+
 /// `rpc_devices`' result: what the tracker offers under the key now.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -457,6 +469,8 @@ pub struct RunnerSettings {
     /// Records re-measured at the end, and fresh runs (repeats) per re-measurement.
     pub remeasure_top: u64,
     pub remeasure_repeats: u64,
+    /// The most windows of the exact-hit check.
+    pub exact_windows: u64,
 }
 
 /// One measured batch of a `tune` call (the seed batch included).
@@ -520,6 +534,8 @@ pub struct TuneResult {
     /// with `cached_latency_s`; `null` when no such check ran.
     #[serde(deserialize_with = "nullable")]
     pub exact_seed_remeasured_s: Option<f64>,
+    /// The median of each window of the exact-hit check, in order (empty: no check ran).
+    pub exact_windows_s: Vec<f64>,
     /// Measurements that failed (a device that dropped out, a timeout, a crashed run), the
     /// search's and the re-measurements' alike.
     pub failed_runs: Trials,
@@ -777,8 +793,8 @@ mod tests {
             "history": [{"elapsed_s": 1.0, "trials": 1, "best_s": null, "search_s": 0.1,
                          "build_s": 0.3, "run_s": 0.2, "cost_model_s": 0.0}],
             "runner": {"number": 3, "repeat": 1, "min_repeat_ms": 100,
-                       "enable_cpu_cache_flush": false, "remeasure_top": 3, "remeasure_repeats": 5},
-            "exact_seed_remeasured_s": 1e-4, "failed_runs": 1,
+                       "enable_cpu_cache_flush": false, "remeasure_top": 3, "remeasure_repeats": 5, "exact_windows": 4},
+            "exact_seed_remeasured_s": 1e-4, "exact_windows_s": [2e-4, 1e-4], "failed_runs": 1,
             "run_errors": ["RemoteRunner (key 'k' at tracker h:1): An exception occurred"],
             "cost_model": {"warm_samples": 0, "saved_samples": 0, "errors": []},
             "wall_s": 2.0
@@ -802,6 +818,8 @@ mod tests {
         assert_eq!(r.runner.remeasure_repeats, 5);
         assert_eq!(r.history[0].build_s, 0.3);
         assert_eq!(r.exact_seed_remeasured_s, Some(1e-4));
+        assert_eq!(r.exact_windows_s, [2e-4, 1e-4]);
+        assert_eq!(r.runner.exact_windows, 4);
         assert_eq!(r.failed_runs, 1);
         assert_eq!(r.run_errors.len(), 1);
     }
@@ -984,6 +1002,7 @@ mod tests {
             cost_model_max_samples: None,
             remeasure_top: None,
             remeasure_repeats: None,
+            exact_windows: None,
             rpc: None,
         };
         let v = serde_json::to_value(&r).unwrap();

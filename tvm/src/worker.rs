@@ -6,7 +6,7 @@
 
 use crate::protocol::{
     BenchRequest, BenchResult, BuildRequest, BuildResult, Built, Empty, ExportRequest, HelloResult,
-    LowerRequest, LowerResult, NoParams, ReplayRequest, ReplayResult, RpcDevices,
+    LowerRequest, LowerResult, NoParams, PrepareResult, ReplayRequest, ReplayResult, RpcDevices,
     RpcDevicesRequest, RpcTracker, SampleRequest, SampleResult, TargetRequest, TargetResult,
     TuneRequest, TuneResult, PROTOCOL,
 };
@@ -373,6 +373,12 @@ impl Worker {
         self.request("sample", request, name.as_deref())
     }
 
+    /// `prepare_tuning`: the worker process's one-time set-up of tuning (the import that
+    /// MetaSchedule's first TuneContext makes), so that a run's timing starts after it.
+    pub fn prepare_tuning(&mut self) -> Result<PrepareResult, BridgeError> {
+        self.request("prepare_tuning", &NoParams {}, None)
+    }
+
     /// `tune`: seeded MetaSchedule on one task.
     pub fn tune(&mut self, request: &TuneRequest) -> Result<TuneResult, BridgeError> {
         let name = task_name(&request.task);
@@ -607,6 +613,7 @@ mod tests {
             cost_model_max_samples: None,
             remeasure_top: None,
             remeasure_repeats: Some(3),
+            exact_windows: None,
             rpc: None,
         }
     }
@@ -673,6 +680,12 @@ mod tests {
         assert_eq!(canonical["num-cores"], 1);
         let raw = w.call("target", json!({"target": target()}), None).unwrap();
         assert_strict::<TargetResult>("target", &raw, &["canonical"]);
+
+        let first = w.prepare_tuning().expect("prepare_tuning");
+        let again = w.prepare_tuning().expect("prepare_tuning again");
+        assert!(first.seconds >= 0.0 && again.seconds < 0.5, "{first:?} {again:?}");
+        let raw = w.call("prepare_tuning", json!({}), None).unwrap();
+        assert_strict::<PrepareResult>("prepare_tuning", &raw, &["seconds"]);
 
         let lower = LowerRequest {
             task: task(),
@@ -849,6 +862,7 @@ mod agreement {
             cost_model_max_samples: some.then_some(1),
             remeasure_top: some.then_some(1),
             remeasure_repeats: some.then_some(3),
+            exact_windows: some.then_some(2),
             rpc: some.then(|| RpcTracker::parse("h:1", "k", 1).expect("an address")),
         };
         let build = |some: bool| BuildRequest {
@@ -905,6 +919,7 @@ mod agreement {
             ("lower", v(&lower), v(&lower)),
             ("replay", v(&replay), v(&replay)),
             ("sample", v(&sample(true)), v(&sample(false))),
+            ("prepare_tuning", v(&NoParams {}), v(&NoParams {})),
             ("tune", v(&tune(true)), v(&tune(false))),
             ("build", v(&export), v(&export)),
             ("build_and_measure", v(&build(true)), v(&build(false))),
