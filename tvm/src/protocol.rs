@@ -327,7 +327,7 @@ pub struct TuneRequest {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remeasure_repeats: Option<u64>,
     /// Optional: the most re-measurements (windows) of the exact-hit seed, taken one after
-    /// the other until one is within `exact_tolerance` (worker default 4, 1 to 64).
+    /// the other until one is within `exact_tolerance` (worker default 6, 1 to 64; the seed is built once for them).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exact_windows: Option<u64>,
     /// Optional: measure on the devices of this RPC tracker instead of this machine
@@ -793,7 +793,7 @@ mod tests {
             "history": [{"elapsed_s": 1.0, "trials": 1, "best_s": null, "search_s": 0.1,
                          "build_s": 0.3, "run_s": 0.2, "cost_model_s": 0.0}],
             "runner": {"number": 3, "repeat": 1, "min_repeat_ms": 100,
-                       "enable_cpu_cache_flush": false, "remeasure_top": 3, "remeasure_repeats": 5, "exact_windows": 4},
+                       "enable_cpu_cache_flush": false, "remeasure_top": 3, "remeasure_repeats": 5, "exact_windows": 6},
             "exact_seed_remeasured_s": 1e-4, "exact_windows_s": [2e-4, 1e-4], "failed_runs": 1,
             "run_errors": ["RemoteRunner (key 'k' at tracker h:1): An exception occurred"],
             "cost_model": {"warm_samples": 0, "saved_samples": 0, "errors": []},
@@ -819,7 +819,7 @@ mod tests {
         assert_eq!(r.history[0].build_s, 0.3);
         assert_eq!(r.exact_seed_remeasured_s, Some(1e-4));
         assert_eq!(r.exact_windows_s, [2e-4, 1e-4]);
-        assert_eq!(r.runner.exact_windows, 4);
+        assert_eq!(r.runner.exact_windows, 6);
         assert_eq!(r.failed_runs, 1);
         assert_eq!(r.run_errors.len(), 1);
     }

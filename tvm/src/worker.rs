@@ -683,7 +683,10 @@ mod tests {
 
         let first = w.prepare_tuning().expect("prepare_tuning");
         let again = w.prepare_tuning().expect("prepare_tuning again");
-        assert!(first.seconds >= 0.0 && again.seconds < 0.5, "{first:?} {again:?}");
+        assert!(
+            first.seconds >= 0.0 && again.seconds < 0.5,
+            "{first:?} {again:?}"
+        );
         let raw = w.call("prepare_tuning", json!({}), None).unwrap();
         assert_strict::<PrepareResult>("prepare_tuning", &raw, &["seconds"]);
 

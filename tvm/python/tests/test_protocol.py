@@ -18,7 +18,7 @@ from tgc_worker import PROTOCOL_VERSION  # noqa: E402
 class TestProtocol(unittest.TestCase):
     def test_hello(self):
         r = shared_worker().call("hello")
-        self.assertEqual(r["protocol"], 6)
+        self.assertEqual(r["protocol"], 7)
         self.assertTrue(r["tvm"].startswith("0.27"), r["tvm"])
         self.assertTrue(r["tvm_ffi"])
         self.assertIn("llvm", r["targets"])
@@ -29,6 +29,7 @@ class TestProtocol(unittest.TestCase):
 
         self.assertEqual(r["llvm"], str(tvm.target.codegen.llvm_version_major()))
         self.assertIn("target", r["methods"])
+        self.assertIn("prepare_tuning", r["methods"])
 
     def test_target_spellings_have_one_canonical_form(self):
         w = shared_worker()

@@ -59,7 +59,7 @@ class TestTune(unittest.TestCase):
         self.assertEqual(
             r["runner"],
             {"number": 3, "repeat": 1, "min_repeat_ms": 20, "enable_cpu_cache_flush": False,
-             "remeasure_top": 3, "remeasure_repeats": 3, "exact_windows": 4},
+             "remeasure_top": 3, "remeasure_repeats": 3, "exact_windows": 6},
         )
         self.assertIsNone(r["exact_seed_remeasured_s"])
         self.assertTrue(all(x["origin"] == "search" for x in recs))

@@ -99,7 +99,7 @@ class TestTunePool(unittest.TestCase):
             self.assertEqual(
                 r["runner"],
                 {"number": 2, "repeat": 1, "min_repeat_ms": 0, "enable_cpu_cache_flush": False,
-                 "remeasure_top": 2, "remeasure_repeats": 3, "exact_windows": 4},
+                 "remeasure_top": 2, "remeasure_repeats": 3, "exact_windows": 6},
             )
 
     def test_builder_recycles_processes_and_errors_are_failed_candidates(self):
@@ -182,20 +182,47 @@ class TestTunePool(unittest.TestCase):
         r = self.tune(task, max_trials=8, patience_rounds=1, goal_latency_s=1e-12)
         self.assertEqual((r["stopped"], r["trials"]), ("budget", 8), r)
 
+    def test_a_small_remainder_is_folded_into_the_round_before(self):
+        from tgc_worker.server import m_sample
+        from tgc_worker.tune import _round_size
+
+        self.assertEqual([_round_size(8, r) for r in (16, 13, 12, 9, 8, 3)], [8, 8, 12, 9, 8, 3])
+        # real TVM: 3 seeds of an 8-trial budget in rounds of 4 leave 5, one round, not 4 + 1
+        task = matmul_task("fold_a", m=16, k=32, n=16)
+        seeds = m_sample({"task": task, "target": LLVM, "count": 3, "seed": 7})["traces"]
+        r = self.tune(task, seeds, max_trials=8)
+        self.assertEqual(r["seeds_measured"], 3, r)
+        self.assertEqual([h["trials"] for h in r["history"]], [3, 8], r["history"])
+        self.assertEqual(r["stopped"], "budget")
+
+    @staticmethod
+    def scripted_windows(windows_secs):
+        """A stand-in for pool.measure_windows: the real build and one real run happen, and
+        the windows it returns are `windows_secs` in order (cycling through the last)."""
+        from tgc_worker import pool
+
+        real = pool.measure_windows
+        script = list(windows_secs)
+
+        def fake(builder, runner, mod, args, target, evaluator, windows, enough):
+            _, err = real(builder, runner, mod, args, target, evaluator, 1, lambda s: True)
+            assert err is None, err
+            done = []
+            for w in range(windows):
+                done.append(list(script[min(w, len(script) - 1)]))
+                if enough(done[-1]):
+                    break
+            return done, None
+
+        return mock.patch.object(pool, "measure_windows", fake)
+
     def test_exact_hit_compares_the_remeasured_median(self):
-        from tgc_worker import tune as tune_mod
         from tgc_worker.server import m_sample
 
         task = matmul_task("pool_d", m=16, k=16, n=16)
         seeds = m_sample({"task": task, "target": LLVM, "count": 2, "seed": 5})["traces"]
-        real = tune_mod.Remeasurer.measure
-
-        def fake(self, items, again=False):
-            real(self, items, again)  # the real builds and runs happen
-            return [[1.0, 2.0, 30.0] for _ in items]  # median 2.0, mean 11.0
-
-        with mock.patch.object(tune_mod.Remeasurer, "measure", fake):
-            # search measurements are ~1e-5 s and would hit; the re-measured median is 2.0
+        # search measurements are ~1e-5 s and would hit; the re-measured median is 2.0
+        with self.scripted_windows([[1.0, 2.0, 30.0]]):  # median 2.0, mean 11.0
             miss = self.tune(task, seeds, cached_latency_s=1.5, exact_tolerance=0.1, max_trials=2,
                              exact_windows=3)
             hit = self.tune(task, seeds, cached_latency_s=1.9, exact_tolerance=0.1, max_trials=8)
@@ -214,55 +241,48 @@ class TestTunePool(unittest.TestCase):
 
     def test_a_window_in_a_burst_of_load_is_followed_by_another(self):
         """A first window slowed down by other work on the machine does not decide: the
-        next one, within tolerance, is a hit, and the lowest window median is the one kept."""
-        from tgc_worker import tune as tune_mod
+        next one, within tolerance, is a hit, the lowest window median is the one kept, and
+        the record written back carries the runs of both windows."""
         from tgc_worker.server import m_sample
 
         task = matmul_task("pool_e", m=16, k=16, n=16)
         seeds = m_sample({"task": task, "target": LLVM, "count": 1, "seed": 5})["traces"]
-        real = tune_mod.Remeasurer.measure
-        windows = iter([[3.0, 3.1, 2.9], [1.0, 1.1, 0.9]])
-        calls = []
-
-        def fake(self, items, again=False):
-            out = real(self, items, again)
-            calls.append(again)
-            return [next(windows, None) or secs for secs in out]
-
-        with mock.patch.object(tune_mod.Remeasurer, "measure", fake):
+        with self.scripted_windows([[3.0, 3.1, 2.9], [1.0, 1.1, 0.9]]):
             r = self.tune(task, seeds, cached_latency_s=1.0, exact_tolerance=0.05, max_trials=8)
         self.assertEqual(r["stopped"], "exact_hit", r)
         self.assertEqual(r["exact_windows_s"], [3.0, 1.0])
         self.assertEqual(r["exact_seed_remeasured_s"], 1.0)
-        self.assertEqual(calls[:2], [False, True], "the second window measures afresh")
-        self.assertEqual(r["runner"]["exact_windows"], 4, "the default")
+        self.assertEqual(sorted(r["records"][0]["run_secs"]), [0.9, 1.0, 1.1, 2.9, 3.0, 3.1])
+        self.assertEqual(r["records"][0]["median_s"], 2.0)
+        self.assertEqual(r["runner"]["exact_windows"], 6, "the default")
 
-    def test_a_second_measurement_adds_fresh_runs(self):
-        """Remeasurer(again=True) builds and measures again (real TVM), returns the new runs,
-        and keeps all runs of the schedule for its write-back."""
+    def test_windows_build_once_and_measure_until_enough(self):
+        """Remeasurer.windows on real TVM: one build, then windows until `enough`; the runs
+        of all windows are the schedule's fresh runs."""
+        from tvm.s_tir import meta_schedule as ms
         from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
         from tgc_worker import pool
         from tgc_worker.server import _task_and_target
         from tgc_worker.tune import Remeasurer
         from tgc_worker.tvmutil import physical_cores
-        from tvm.s_tir import meta_schedule as ms
 
         task = matmul_task("pool_f", m=16, k=16, n=16)
         lt, target = _task_and_target({"task": task, "target": LLVM})
         mod = lt.workload
-        item = ("k", mod, ArgInfo.from_entry_func(mod, remove_preproc=True))
         ev = ms.runner.EvaluatorConfig(number=2, repeat=1, min_repeat_ms=0)
-        rm = Remeasurer(pool.get_builder(physical_cores(), 300.0), pool.get_runner(60.0, ev),
-                        target, ev, 3)
-        (first,) = rm.measure([item])
-        (same,) = rm.measure([item])
-        (second,) = rm.measure([item], again=True)
-        self.assertEqual(len(first), 3)
-        self.assertIs(same, first, "measured once unless asked again")
-        self.assertEqual(len(second), 3)
-        self.assertEqual(rm.fresh["k"], first + second)
-        self.assertTrue(all(0 < s < 1 for s in rm.fresh["k"]))
+        builder = pool.get_builder(physical_cores(), 300.0)
+        rm = Remeasurer(builder, pool.get_runner(60.0, ev), target, ev, 3)
+        args = ArgInfo.from_entry_func(mod, remove_preproc=True)
+        builds = builder.builds
+        never = rm.windows(("a", mod, args), 3, lambda med: False)
+        self.assertEqual([len(w) for w in never], [3, 3, 3])
+        self.assertEqual(builder.builds, builds + 1, "built once for its windows")
+        self.assertEqual(rm.fresh["a"], [s for w in never for s in w])
+        self.assertTrue(all(0 < s < 1 for s in rm.fresh["a"]))
+        at_once = rm.windows(("b", mod, args), 3, lambda med: True)
+        self.assertEqual(len(at_once), 1)
+        self.assertEqual(rm.measure([("a", mod, args)]), [rm.fresh["a"]], "not measured again")
 
 if __name__ == "__main__":
     unittest.main()

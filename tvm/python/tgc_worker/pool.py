@@ -434,6 +434,42 @@ def build_and_measure_mods(builder: TrialBuilder, runner: TrialRunner, mods_and_
     """Build each (mod, args_info) and measure it with `evaluator`; the artifacts are removed.
 
     Returns [(run_secs or None, error or None)]."""
+    out, inputs, where = _build_mods(builder, mods_and_args, target)
+    try:
+        for i, res in zip(where, runner.measure(inputs, evaluator)):
+            out[i] = res
+    finally:
+        _remove_artifacts(inputs)
+    return out
+
+
+def measure_windows(builder: TrialBuilder, runner: TrialRunner, mod, args_info, target, evaluator,
+                    windows: int, enough):
+    """Build `mod` once and measure it with `evaluator` up to `windows` times, one after the
+    other, until `enough(run_secs)` of a window is true; the artifact is removed.
+
+    Returns ([run_secs of each window measured], error or None): a failed build or run ends
+    the windows with its error."""
+    out, inputs, _ = _build_mods(builder, [(mod, args_info)], target)
+    if not inputs:
+        return [], out[0][1]
+    done: list = []
+    try:
+        for _ in range(windows):
+            ((secs, err),) = runner.measure(inputs, evaluator)
+            if secs is None:
+                return done, err
+            done.append(secs)
+            if enough(secs):
+                break
+    finally:
+        _remove_artifacts(inputs)
+    return done, None
+
+
+def _build_mods(builder, mods_and_args, target):
+    """([(None, build error)] or [None] per item, RunnerInputs of the built ones, their item
+    indices)."""
     from tvm.runtime import Device
 
     device_type = Device._DEVICE_TYPE_TO_NAME[target.get_target_device_type()]  # noqa: SLF001
@@ -446,13 +482,12 @@ def build_and_measure_mods(builder: TrialBuilder, runner: TrialRunner, mods_and_
         else:
             inputs.append(RunnerInput(b.artifact_path, device_type, args_info))
             where.append(i)
-    try:
-        for i, res in zip(where, runner.measure(inputs, evaluator)):
-            out[i] = res
-    finally:
-        for ri in inputs:
-            shutil.rmtree(os.path.dirname(str(ri.artifact_path)), ignore_errors=True)
-    return out
+    return out, inputs, where
+
+
+def _remove_artifacts(inputs) -> None:
+    for ri in inputs:
+        shutil.rmtree(os.path.dirname(str(ri.artifact_path)), ignore_errors=True)
 
 
 def shutdown_all() -> None:
@@ -473,6 +508,7 @@ __all__ = [
     "TrialBuilder",
     "TrialRunner",
     "build_and_measure_mods",
+    "measure_windows",
     "get_builder",
     "get_remote_runner",
     "get_runner",

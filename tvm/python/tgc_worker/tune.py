@@ -30,6 +30,14 @@ def _mean(run_secs) -> float:
     return sum(vals) / len(vals) if vals else math.inf
 
 
+def _round_size(per_round: int, remaining: int) -> int:
+    """Candidates in the next search round: `per_round`, or all `remaining` when they are at
+    most half a round more. A seed batch takes part of a task's budget, and the round that
+    would be left for the rest (1 to half a round) costs a whole evolutionary search (seconds
+    here) for a few candidates: it is folded into the round before."""
+    return remaining if remaining <= per_round + per_round // 2 else per_round
+
+
 def _median(vals) -> float:
     vals = sorted(float(v) for v in vals)
     n = len(vals)
@@ -70,18 +78,37 @@ class Remeasurer:
         # trace JSON text -> fresh run_secs, so that a schedule is re-measured once per call
         self.fresh: dict[str, list[float]] = {}
 
-    def measure(self, items, again: bool = False):
-        """items: [(key, mod, args_info)] -> [run_secs or None] (None: build or run failed).
+    def windows(self, item, windows: int, enough) -> list:
+        """Re-measurements (windows) of one schedule, item = (key, mod, args_info): built
+        once, then measured up to `windows` times one after the other until
+        `enough(median of a window)`. Returns each window's runs; the schedule's fresh runs
+        (what `measure` returns for it later) are the runs of all of them."""
+        from .pool import measure_windows
 
-        A schedule re-measured before in this call keeps its runs, unless `again`: then it is
-        built and measured anew and the new runs are added to its earlier ones (what a later
-        re-measurement of it returns). The result is this measurement's runs either way."""
+        key, mod, args = item
+        done, err = [], None
+        for attempt in range(self.retries + 1):
+            done, err = measure_windows(
+                self.builder, self.runner, mod, args, self.target, self.evaluator, windows,
+                lambda secs: enough(_median(secs)),
+            )
+            if done:
+                break
+            again = " (trying again)" if attempt < self.retries else ""
+            _log(f"re-measurement failed{again}: {str(err).splitlines()[-1] if err else '?'}")
+        if done:
+            self.fresh[key] = [s for w in done for s in w]
+        return done
+
+    def measure(self, items):
+        """items: [(key, mod, args_info)] -> [run_secs or None] (None: build or run failed).
+        A schedule re-measured before in this call keeps its runs."""
         from .pool import build_and_measure_mods
 
         out: list = [None] * len(items)
         todo = []
         for i, (key, mod, args) in enumerate(items):
-            if key in self.fresh and not again:
+            if key in self.fresh:
                 out[i] = self.fresh[key]
             else:
                 todo.append((i, key, mod, args))
@@ -95,8 +122,7 @@ class Remeasurer:
             for item, (secs, err) in zip(todo, res):
                 i, key = item[0], item[1]
                 if secs is not None and _mean(secs) < math.inf:
-                    out[i] = secs
-                    self.fresh[key] = self.fresh.get(key, []) + list(secs) if again else secs
+                    self.fresh[key] = out[i] = secs
                 else:
                     failed.append(item)
                     again = " (trying again)" if attempt < self.retries else ""
@@ -185,7 +211,12 @@ class SeededSearch(PySearchStrategy):
         self.inner._initialize_with_tune_context(context)
 
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None):
-        self.inner.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
+        # the inner search may be asked for a round and a half (see _round_size)
+        self.per_round = num_trials_per_iter
+        self.inner.pre_tuning(
+            max_trials, num_trials_per_iter + num_trials_per_iter // 2, design_spaces, database,
+            cost_model,
+        )
 
     def post_tuning(self) -> None:
         self.inner.post_tuning()
@@ -265,8 +296,7 @@ class SeededSearch(PySearchStrategy):
         if cands is None or len(cands) == 0:
             st.stopped = "exhausted"
             return None
-        cands = list(cands)
-        return cands[:remaining]
+        return list(cands)[: _round_size(self.per_round, remaining)]
 
     def _close_round_timing(self) -> None:
         """Put this round's search, build and run seconds into its history entry (the cost
@@ -335,22 +365,21 @@ class SeededSearch(PySearchStrategy):
         class of machine the load of other tenants comes in bursts of about a second, which
         add tens of percent to a window that falls in one (docs/tuning.md): a schedule that
         is as fast as cached shows it in some window, while a slowdown of its own (another
-        machine behind the same target, a changed library) shows in every window. The
-        lowest window median is `exact_seed_remeasured_s`; the runs of all windows together
-        are the schedule's re-measurement when it is written back."""
+        machine behind the same target, a changed library) shows in every window. The seed
+        is built once for all its windows. The lowest window median is
+        `exact_seed_remeasured_s`; the runs of all windows together are the schedule's
+        re-measurement when it is written back."""
         st = self.state
         key = json.dumps(trace_to_json(cand.sch.trace))
         limit = self.cached_latency_s * (1.0 + self.exact_tolerance)
-        for w in range(self.exact_windows if self.remeasurer is not None else 0):
-            (secs,) = self.remeasurer.measure(
-                [(key, cand.sch.mod, list(cand.args_info))], again=w > 0
+        if self.remeasurer is not None:
+            wins = self.remeasurer.windows(
+                (key, cand.sch.mod, list(cand.args_info)), self.exact_windows,
+                lambda med: med <= limit,
             )
-            if not secs:
-                break
-            st.exact_windows_s.append(_median(secs))
-            if st.exact_windows_s[-1] <= limit:
+            st.exact_windows_s = [_median(w) for w in wins]
+            if st.exact_windows_s and st.exact_windows_s[-1] <= limit:
                 st.stopped = "exact_hit"
-                break
         if st.exact_windows_s:
             st.exact_seed_remeasured_s = min(st.exact_windows_s)
         shown = ", ".join(f"{m:.3e}" for m in st.exact_windows_s) or "failed"
@@ -470,7 +499,7 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
     max_samples = _int_param(params, "cost_model_max_samples", 4096, 1, None, task)
     remeasure_top = _int_param(params, "remeasure_top", 3, 0, None, task)
     remeasure_repeats = _int_param(params, "remeasure_repeats", 5, 3, None, task)
-    exact_windows = _int_param(params, "exact_windows", 4, 1, 64, task)
+    exact_windows = _int_param(params, "exact_windows", 6, 1, 64, task)
     tracker = rpc_param(params, task)
     if not isinstance(evo, dict) or not isinstance(runner_cfg, dict):
         raise WorkerError("bad_params", "evolutionary and runner must be objects", task)
