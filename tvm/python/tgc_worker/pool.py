@@ -77,8 +77,45 @@ def pool_pids(pool) -> list[int]:
     return sorted(pids)
 
 
+class _PersistentPool:
+    """A PopenPoolExecutor kept across calls (what TrialBuilder and the runners share): it
+    starts on first use with `workers` processes, each replaced after `uses_per_process`
+    uses, and is dropped (killed, started again on next use) when its settings change or it
+    breaks. (A base after PyBuilder or PyRunner: derived_object reads the first base's
+    metadata.)"""
+
+    def _setup_pool(self, workers: int, timeout_sec: float, uses_per_process: int) -> None:
+        self.workers = workers
+        self.timeout_sec = timeout_sec
+        self.uses_per_process = uses_per_process
+        self.pool = None
+        self.pools_started = 0
+        self._lock = threading.Lock()
+
+    def _ensure_pool(self):
+        if self.pool is None:
+            self.pool = PopenPoolExecutor(
+                max_workers=self.workers,
+                timeout=self.timeout_sec,
+                maximum_process_uses=self.uses_per_process,
+            )
+            self.pools_started += 1
+        return self.pool
+
+    def _drop_pool(self) -> None:
+        _kill_pool(self.pool)
+        self.pool = None
+
+    def pids(self) -> list[int]:
+        return pool_pids(self.pool)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._drop_pool()
+
+
 @derived_object
-class TrialBuilder(PyBuilder):
+class TrialBuilder(PyBuilder, _PersistentPool):
     """A PyBuilder over a persistent PopenPoolExecutor running `build_worker.build_and_export`.
 
     `seconds` accumulates the wall time spent in `build` (the tune loop reads deltas of it
@@ -87,33 +124,17 @@ class TrialBuilder(PyBuilder):
 
     def __init__(self, max_workers: int, timeout_sec: float, builds_per_process: int = BUILDS_PER_PROCESS, f_build=None):
         super().__init__()
-        self.max_workers = max_workers
-        self.timeout_sec = timeout_sec
-        self.builds_per_process = builds_per_process
+        self._setup_pool(max_workers, timeout_sec, builds_per_process)
         self.f_build = f_build or build_worker.build_and_export
-        self.pool = None
         self.seconds = 0.0
         self.builds = 0
-        self.pools_started = 0
-        self._lock = threading.Lock()
-
-    def _ensure_pool(self):
-        if self.pool is None:
-            self.pool = PopenPoolExecutor(
-                max_workers=self.max_workers,
-                timeout=self.timeout_sec,
-                maximum_process_uses=self.builds_per_process,
-            )
-            self.pools_started += 1
-        return self.pool
 
     def configure(self, max_workers: int, timeout_sec: float) -> None:
         """Keep the pool when nothing changed; else replace it (the timeout is the pool's)."""
         with self._lock:
-            if (max_workers, timeout_sec) != (self.max_workers, self.timeout_sec):
-                _kill_pool(self.pool)
-                self.pool = None
-                self.max_workers, self.timeout_sec = max_workers, timeout_sec
+            if (max_workers, timeout_sec) != (self.workers, self.timeout_sec):
+                self._drop_pool()
+                self.workers, self.timeout_sec = max_workers, timeout_sec
 
     def build(self, build_inputs: list[BuilderInput]) -> list[BuilderResult]:
         t0 = time.perf_counter()
@@ -130,8 +151,7 @@ class TrialBuilder(PyBuilder):
             pool = self._ensure_pool()
             outcomes = list(pool.map_with_error_catching(self.f_build, args))
         except Exception as e:  # noqa: BLE001 - a broken pool fails the batch, not the worker
-            _kill_pool(self.pool)
-            self.pool = None
+            self._drop_pool()
             msg = f"TrialBuilder: the build pool failed: {type(e).__name__}: {e}"
             return [BuilderResult(None, msg) for _ in build_inputs]
         results = []
@@ -148,16 +168,8 @@ class TrialBuilder(PyBuilder):
                 )
         return results
 
-    def pids(self) -> list[int]:
-        return pool_pids(self.pool)
 
-    def shutdown(self) -> None:
-        with self._lock:
-            _kill_pool(self.pool)
-            self.pool = None
-
-
-class _MeasuringPool:
+class _MeasuringPool(_PersistentPool):
     """What TrialRunner and RemoteRunner share: a persistent pool of `workers` measuring
     processes (recycled after `runs_per_process` uses), its timeout and the evaluator
     config, and measuring: each runner gives `_submit` (its worker function and arguments),
@@ -165,35 +177,19 @@ class _MeasuringPool:
     PyRunner: derived_object reads the first base's metadata, and PyRunner's abstract `run`
     comes first, so each runner's `run` calls `_futures`.)"""
 
-    def _setup_pool(self, workers: int, timeout_sec: float, evaluator: EvaluatorConfig | None, runs_per_process: int) -> None:
-        self.workers = workers
-        self.timeout_sec = timeout_sec
+    def _setup_runner(self, workers: int, timeout_sec: float, evaluator: EvaluatorConfig | None, runs_per_process: int) -> None:
+        self._setup_pool(workers, timeout_sec, runs_per_process)
         self.evaluator = EvaluatorConfig._normalized(evaluator)  # noqa: SLF001
-        self.runs_per_process = runs_per_process
-        self.pool = None
         self.seconds = 0.0
         self.runs = 0
         self.failures = RunFailures()
-        self.pools_started = 0
-        self._lock = threading.Lock()
 
     def configure(self, timeout_sec: float, evaluator: EvaluatorConfig | None) -> None:
         with self._lock:
             self.evaluator = EvaluatorConfig._normalized(evaluator)  # noqa: SLF001
             if timeout_sec != self.timeout_sec:
-                _kill_pool(self.pool)
-                self.pool = None
+                self._drop_pool()
                 self.timeout_sec = timeout_sec
-
-    def _ensure_pool(self):
-        if self.pool is None:
-            self.pool = PopenPoolExecutor(
-                max_workers=self.workers,
-                timeout=self.timeout_sec,
-                maximum_process_uses=self.runs_per_process,
-            )
-            self.pools_started += 1
-        return self.pool
 
     def _futures(self, runner_inputs: list[RunnerInput]):
         return [
@@ -240,14 +236,6 @@ class _MeasuringPool:
             self.failures.add(res[1])
         return res
 
-    def pids(self) -> list[int]:
-        return pool_pids(self.pool)
-
-    def shutdown(self) -> None:
-        with self._lock:
-            _kill_pool(self.pool)
-            self.pool = None
-
 
 @derived_object
 class TrialRunner(PyRunner, _MeasuringPool):
@@ -260,7 +248,7 @@ class TrialRunner(PyRunner, _MeasuringPool):
 
     def __init__(self, timeout_sec: float, evaluator: EvaluatorConfig | None = None, runs_per_process: int = RUNS_PER_PROCESS):
         super().__init__()
-        self._setup_pool(1, timeout_sec, evaluator, runs_per_process)
+        self._setup_runner(1, timeout_sec, evaluator, runs_per_process)
 
     def run(self, runner_inputs: list[RunnerInput]):
         return self._futures(runner_inputs)
@@ -364,7 +352,7 @@ class RemoteRunner(PyRunner, _MeasuringPool):
     def __init__(self, tracker: RpcTracker, timeout_sec: float, evaluator: EvaluatorConfig | None = None, runs_per_process: int = RUNS_PER_PROCESS):
         super().__init__()
         self.tracker = tracker
-        self._setup_pool(tracker.sessions, timeout_sec, evaluator, runs_per_process)
+        self._setup_runner(tracker.sessions, timeout_sec, evaluator, runs_per_process)
 
     def run(self, runner_inputs: list[RunnerInput]):
         return self._futures(runner_inputs)
