@@ -3,7 +3,8 @@
 //!
 //! The copy reads the source in one read transaction and writes the destination in one
 //! write transaction, through the same writer as [`Cache::put`]: a trace the destination
-//! already holds keeps the faster measurement, each group keeps its best k (the
+//! already holds keeps the newer measurement (by each record's time; at the same time the
+//! faster one), each group keeps its best k (the
 //! destination's k), and a second copy of the same records changes nothing. Tasks keep
 //! their stored keys (of any encoding), features and TVM workload; imported MetaSchedule
 //! workloads, target spellings and each record's provenance (model, task, trials, source,

@@ -106,15 +106,16 @@ pub struct ImportSummary {
     pub workloads: usize,
     /// Record lines read and usable.
     pub record_lines: usize,
-    /// What storing the usable records did (new, improved, duplicates, outside best k).
+    /// What storing the usable records did (new, duplicates, outside best k; an import
+    /// replaces nothing).
     pub stored: PutSummary,
     pub skipped: Vec<SkippedLine>,
 }
 
 impl ImportSummary {
-    /// Records that changed the cache: new ones and faster measurements of known traces.
+    /// Records that changed the cache: new ones (an import replaces no stored record).
     pub fn imported(&self) -> usize {
-        self.stored.inserted + self.stored.improved
+        self.stored.inserted
     }
 }
 
@@ -314,6 +315,9 @@ pub fn import(cache: &mut Cache, dir: &Path, toolchain: &Toolchain) -> Result<Im
     let tx = cache.write_tx()?;
     {
         let mut w = Writer::new(&tx, &path)?;
+        // A search's measurement of a trace the cache already holds (re-measured by tgc,
+        // or imported before) does not replace it; importing again changes nothing.
+        w.replace_known = false;
         let toolchain_id = w.toolchain(toolchain)?;
         // Workload line i -> its task row, None for a skipped line.
         let mut workloads: Vec<Option<i64>> = Vec::new();

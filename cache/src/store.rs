@@ -49,9 +49,10 @@ pub struct PutSummary {
     /// New records stored.
     pub inserted: usize,
     /// Traces already stored for this task, target and toolchain whose record was replaced
-    /// by a faster measurement.
-    pub improved: usize,
-    /// Traces already stored with an equal or faster measurement (nothing changed).
+    /// by a newer measurement (or one as new and faster).
+    pub replaced: usize,
+    /// Traces already stored with the same, an older or (as new) a faster measurement, and
+    /// imported traces already stored (nothing changed).
     pub duplicates: usize,
     /// Records not kept because they are not among the best k (new ones, or old ones pushed out).
     pub pruned: usize,
@@ -352,7 +353,8 @@ impl Cache {
 
     /// Stores measured records of a task on a target under a toolchain, in one transaction:
     /// registers the task (or fills in its workload), dedupes traces by digest, keeps the
-    /// faster measurement of a trace seen before, and prunes the group to the best k.
+    /// newer measurement of a trace seen before (see [`Writer::record`]), and prunes the
+    /// group to the best k.
     pub fn put(
         &mut self,
         task: &TaskEntry,
@@ -360,9 +362,35 @@ impl Cache {
         toolchain: &Toolchain,
         records: &[NewRecord],
     ) -> Result<PutSummary> {
+        self.put_records(task, target, toolchain, records, true)
+    }
+
+    /// [`Cache::put`] that stores only records of traces the group lacks and replaces no
+    /// stored measurement (an exact hit's confirmation: its re-measurement stopped at the
+    /// first window fast enough, a measurement selected for being fast, while the record
+    /// it confirms may be under another task, an import's, and still belong under this one).
+    pub fn put_missing(
+        &mut self,
+        task: &TaskEntry,
+        target: &Target,
+        toolchain: &Toolchain,
+        records: &[NewRecord],
+    ) -> Result<PutSummary> {
+        self.put_records(task, target, toolchain, records, false)
+    }
+
+    fn put_records(
+        &mut self,
+        task: &TaskEntry,
+        target: &Target,
+        toolchain: &Toolchain,
+        records: &[NewRecord],
+        replace_known: bool,
+    ) -> Result<PutSummary> {
         let path = self.path.clone();
         let tx = self.write_tx()?;
         let mut w = Writer::new(&tx, &path)?;
+        w.replace_known = replace_known;
         let task_id = w.tgc_task(task)?;
         let toolchain_id = w.toolchain(toolchain)?;
         let target_id = w.target_for(target, toolchain_id)?;
@@ -622,6 +650,8 @@ impl<'r> RecordColumns<'r> {
 struct StoredMeasurement {
     record_id: i64,
     mean_latency: f64,
+    latencies_json: String,
+    created_at: i64,
 }
 
 /// How full a group is.
@@ -637,6 +667,9 @@ pub(crate) struct Writer<'a> {
     path: &'a Path,
     best_k: usize,
     now: i64,
+    /// Whether a record of a trace the group already holds may replace the stored one
+    /// (false for MetaSchedule imports: an import adds what the cache lacks).
+    pub(crate) replace_known: bool,
 }
 
 impl<'a> Writer<'a> {
@@ -646,6 +679,7 @@ impl<'a> Writer<'a> {
             path,
             best_k: read_best_k(tx, path)?,
             now: now_unix(),
+            replace_known: true,
         })
     }
 
@@ -682,7 +716,7 @@ impl<'a> Writer<'a> {
     }
 
     /// Moves the records of target `from` under `toolchain_id` to target `to`, with the
-    /// rules of [`Writer::record`] (a trace stored twice keeps its faster measurement, each
+    /// rules of [`Writer::record`] (a trace stored twice keeps its newer measurement, each
     /// group keeps its best k). Returns how many records were moved.
     fn move_records(&mut self, from: i64, to: i64, toolchain_id: i64) -> Result<usize> {
         let path = self.path;
@@ -724,7 +758,7 @@ impl<'a> Writer<'a> {
             )?;
         }
         delete_orphan_traces(self.tx, path)?;
-        Ok(summary.inserted + summary.improved + summary.duplicates + summary.pruned)
+        Ok(summary.inserted + summary.replaced + summary.duplicates + summary.pruned)
     }
 
     /// Registers a tgc task; a later call with a workload fills in the workload.
@@ -826,10 +860,19 @@ impl<'a> Writer<'a> {
             .at(self.path)?;
         if let Some(trace_id) = trace_id {
             if let Some(existing) = self.stored_measurement(g, trace_id)? {
-                // The same trace measured again: the record keeps its best measurement.
-                if columns.mean_latency < existing.mean_latency {
+                // The same trace measured again: the newer measurement replaces the older
+                // one. A latency is what the schedule runs at now; keeping the fastest ever
+                // seen would make it the minimum over many re-measurements, biased low, a
+                // bar later exact hits miss (and one their own re-measurement, slower,
+                // could never correct). At the same time the faster one stays, so that a
+                // second copy of the same records changes nothing.
+                let newer = columns.created_at > existing.created_at
+                    || (columns.created_at == existing.created_at
+                        && columns.mean_latency < existing.mean_latency);
+                if self.replace_known && newer && columns.latencies_json != existing.latencies_json
+                {
                     self.remeasure(existing.record_id, &columns)?;
-                    summary.improved += 1;
+                    summary.replaced += 1;
                 } else {
                     summary.duplicates += 1;
                 }
@@ -866,13 +909,15 @@ impl<'a> Writer<'a> {
     fn stored_measurement(&self, g: Group, trace_id: i64) -> Result<Option<StoredMeasurement>> {
         self.tx
             .opt(
-                "SELECT id, mean_latency FROM records
+                "SELECT id, mean_latency, latencies_json, created_at FROM records
                      WHERE task_id = ?1 AND target_id = ?2 AND toolchain_id = ?3 AND trace_id = ?4",
                 args![g.task_id, g.target_id, g.toolchain_id, trace_id],
                 |r| {
                     Ok(StoredMeasurement {
                         record_id: r.get(0)?,
                         mean_latency: r.get(1)?,
+                        latencies_json: r.get(2)?,
+                        created_at: r.get(3)?,
                     })
                 },
             )

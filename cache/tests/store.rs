@@ -87,7 +87,7 @@ fn temp_cache(b: Backend) -> (Fixture, PathBuf, Cache) {
     (fixture, location, cache)
 }
 
-fn put_dedupes_traces_and_keeps_the_best_measurement(b: Backend) {
+fn put_dedupes_traces_and_at_one_time_keeps_the_faster_measurement(b: Backend) {
     let (_d, _p, mut cache) = temp_cache(b);
     let task = synth::task(0, 0, 0);
     let s = cache
@@ -98,8 +98,9 @@ fn put_dedupes_traces_and_keeps_the_best_measurement(b: Backend) {
             &[record_with(1, 3e-4), record_with(2, 2e-4)],
         )
         .unwrap();
-    assert_eq!((s.inserted, s.duplicates, s.improved), (2, 0, 0));
-    // Trace 1 again, slower: nothing changes. Faster: the record improves.
+    assert_eq!((s.inserted, s.duplicates, s.replaced), (2, 0, 0));
+    // Trace 1 again at the same time (synth records of one tag share their time), slower:
+    // nothing changes. Faster: the record is replaced.
     let s = cache
         .put(&task, &llvm(), &tc(), &[record_with(1, 5e-4)])
         .unwrap();
@@ -107,7 +108,7 @@ fn put_dedupes_traces_and_keeps_the_best_measurement(b: Backend) {
     let s = cache
         .put(&task, &llvm(), &tc(), &[record_with(1, 1e-4)])
         .unwrap();
-    assert_eq!(s.improved, 1);
+    assert_eq!(s.replaced, 1);
     // The same trace on another task is stored once.
     cache
         .put(
@@ -127,6 +128,85 @@ fn put_dedupes_traces_and_keeps_the_best_measurement(b: Backend) {
         vec![1e-4, 2e-4]
     );
     assert_eq!(c[0].trace, synth::trace(1));
+    assert!(cache.verify().unwrap().is_ok());
+}
+
+/// `record_with(tag, latency)` measured `age` seconds after the synth record's time.
+fn measured_later(tag: u64, latencies: &[f64], age: i64) -> NewRecord {
+    let mut r = synth::record(tag);
+    r.latencies = latencies.to_vec();
+    r.provenance.created_at = r.provenance.created_at.map(|t| t + age);
+    r
+}
+
+fn a_newer_measurement_replaces_an_older_one_slower_or_faster(b: Backend) {
+    let (_d, _p, mut cache) = temp_cache(b);
+    let task = synth::task(0, 0, 0);
+    let latency = |cache: &Cache| {
+        let c = cache
+            .candidates(&task.keys, &task.features, &llvm(), &tc(), 10)
+            .unwrap();
+        assert_eq!(c.len(), 1);
+        c[0].mean_latency
+    };
+    cache
+        .put(&task, &llvm(), &tc(), &[measured_later(1, &[2e-4; 5], 0)])
+        .unwrap();
+    // Re-measured later and slower (a missed exact hit's windows): the record takes the
+    // slower latency, where keeping the fastest would hold later checks to a quiet moment.
+    let s = cache
+        .put(
+            &task,
+            &llvm(),
+            &tc(),
+            &[measured_later(1, &[3e-4, 3e-4, 4e-4], 10)],
+        )
+        .unwrap();
+    assert_eq!((s.inserted, s.replaced, s.duplicates), (0, 1, 0));
+    assert_eq!(latency(&cache), 3e-4);
+    // Later still and faster: replaced again.
+    let s = cache
+        .put(
+            &task,
+            &llvm(),
+            &tc(),
+            &[measured_later(1, &[1.5e-4; 3], 20)],
+        )
+        .unwrap();
+    assert_eq!(s.replaced, 1);
+    assert_eq!(latency(&cache), 1.5e-4);
+    // An older measurement (a copy from a cache measured before) changes nothing, even
+    // a faster one; so does the same measurement again.
+    for (secs, age) in [(1e-4, 15), (1.5e-4, 20)] {
+        let s = cache
+            .put(&task, &llvm(), &tc(), &[measured_later(1, &[secs; 3], age)])
+            .unwrap();
+        assert_eq!((s.replaced, s.duplicates), (0, 1), "{secs} at {age}");
+    }
+    assert_eq!(latency(&cache), 1.5e-4);
+    let st = cache.stats().unwrap();
+    assert_eq!((st.records, st.traces), (1, 1));
+    // put_missing (an exact hit's confirmation) replaces nothing, even when newer, and
+    // stores only what the group lacks.
+    let s = cache
+        .put_missing(
+            &task,
+            &llvm(),
+            &tc(),
+            &[measured_later(1, &[1.4e-4; 3], 30)],
+        )
+        .unwrap();
+    assert_eq!((s.inserted, s.replaced, s.duplicates), (0, 0, 1));
+    assert_eq!(latency(&cache), 1.5e-4);
+    let s = cache
+        .put_missing(
+            &synth::task(0, 0, 1),
+            &llvm(),
+            &tc(),
+            &[measured_later(1, &[1.4e-4; 3], 30)],
+        )
+        .unwrap();
+    assert_eq!(s.inserted, 1, "the same trace under another task");
     assert!(cache.verify().unwrap().is_ok());
 }
 
@@ -960,7 +1040,8 @@ fn a_seed_is_found_by_its_trace_digest_with_its_best_record_and_source(b: Backen
 }
 
 support::on_both_backends!(
-    put_dedupes_traces_and_keeps_the_best_measurement,
+    put_dedupes_traces_and_at_one_time_keeps_the_faster_measurement,
+    a_newer_measurement_replaces_an_older_one_slower_or_faster,
     best_k_bounds_every_group_and_can_be_lowered,
     a_candidate_carries_the_most_effort_its_task_had,
     target_and_toolchain_are_part_of_every_lookup,

@@ -66,7 +66,7 @@ enum CacheCommand {
     /// Check SQLite integrity, foreign keys and the cache's invariants; exit 1 on a problem.
     Verify,
     /// Copy every record of one cache into another (e.g. this machine's file to the team's
-    /// server), keeping the faster measurement of a trace both hold and the destination's
+    /// server), keeping the newer measurement of a trace both hold and the destination's
     /// best k. Idempotent: a second push changes nothing.
     Push {
         /// The source [default: --cache, else $TGC_CACHE, else the user cache file].
@@ -99,13 +99,13 @@ fn copy(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
     }
     let s = source.copy_into(&mut dest)?;
     println!(
-        "{} -> {}: {} records of {} tasks: {} new, {} improved, {} already there, {} not among the best k; {} target spellings",
+        "{} -> {}: {} records of {} tasks: {} new, {} replaced, {} already there, {} not among the best k; {} target spellings",
         source.path().display(),
         dest.path().display(),
         s.records,
         s.tasks,
         s.stored.inserted,
-        s.stored.improved,
+        s.stored.replaced,
         s.stored.duplicates,
         s.stored.pruned,
         s.spellings

@@ -228,7 +228,7 @@ fn push_and_pull_between_a_file_and_a_server_without_showing_the_password() {
     );
     let o = tgc(&["cache", "push", "--from", f, "--to", &url]);
     assert!(
-        stdout(&o).contains(&format!("0 new, 0 improved, {records} already there")),
+        stdout(&o).contains(&format!("0 new, 0 replaced, {records} already there")),
         "idempotent: {}",
         all_output(&o)
     );
