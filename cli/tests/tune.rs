@@ -112,6 +112,10 @@ fn tune_writes_back_and_the_second_run_hits_the_cache() {
     for t in second["tasks"].as_array().expect("tasks") {
         assert_eq!(t["tier"], "exact", "{t}");
         assert_eq!(t["stopped"], "exact_hit", "{t}");
+        assert_eq!(
+            t["records_written"], 0,
+            "an exact hit writes nothing back, the cached record stands: {t}"
+        );
         assert_eq!(t["seeds_failed"], 0, "{t}");
         assert_eq!(
             t["trials"], t["seeds_tried"],

@@ -824,7 +824,7 @@ fn plan_task(
                         tvm_hash: lowered.structural_hash,
                         json: lowered.workload_json,
                     }),
-                    &result.records,
+                    &result,
                     result.trials,
                     "build",
                     observer,

@@ -25,7 +25,7 @@ use tgc_pipelines::{build_pipeline_with, Overrides};
 use tgc_tvm::{
     module_json, task_json, BridgeError, BuildRecords, BuildRequest, BuildResult, Built,
     ExportRequest, LowerRequest, LowerResult, RpcDevices, RpcTracker, Seed, StopReason, Trials,
-    TuneRecord, TuneRequest, Versions, Worker, WorkerConfig,
+    TuneRequest, TuneResult, Versions, Worker, WorkerConfig,
 };
 
 /// Why a run stopped. Each message is one line naming what it is about.
@@ -588,14 +588,7 @@ impl Run<'_> {
             tvm_hash,
             json: lowered.workload_json,
         };
-        let written = self.write_back(
-            task,
-            Some(workload),
-            &result.records,
-            effort,
-            "tune",
-            observer,
-        )?;
+        let written = self.write_back(task, Some(workload), &result, effort, "tune", observer)?;
         for e in &result.cost_model.errors {
             observer.warning(e);
         }
@@ -754,14 +747,18 @@ impl Run<'_> {
         Ok(seeds)
     }
 
-    /// Writes the task's records back with `source` (`tune`, `build`) as their provenance;
-    /// returns how many were inserted or improved. A cache that refuses writes (read-only)
-    /// is warned about once and then skipped.
+    /// Writes the task's re-measured records back with `source` (`tune`, `build`) as their
+    /// provenance; returns how many were inserted or replaced. After an exact hit no stored
+    /// measurement is replaced ([`Cache::put_missing`]): the check stops at the first window
+    /// within the tolerance, a measurement selected for being fast, and the cached record
+    /// (measured at write-back in several windows, unselected) stands; the hit is stored only
+    /// where this task lacks it (a seed found by TVM hash in an import). A cache that refuses
+    /// writes (read-only) is warned about once and then skipped.
     pub(crate) fn write_back(
         &mut self,
         task: &Task,
         workload: Option<Workload>,
-        records: &[TuneRecord],
+        result: &TuneResult,
         effort: u64,
         source: &str,
         observer: &mut dyn Observer,
@@ -779,7 +776,8 @@ impl Run<'_> {
         };
         // Only re-measured records: a search's single measurement is the minimum of noisy
         // draws, biased low, and would become the bar a later exact hit misses.
-        let new: Vec<NewRecord> = records
+        let new: Vec<NewRecord> = result
+            .records
             .iter()
             .filter(|r| r.remeasured)
             .filter_map(|r| {
@@ -799,7 +797,12 @@ impl Run<'_> {
                 })
             })
             .collect();
-        let summary = match cache.put(&entry, &self.target, &self.toolchain, &new) {
+        let put = if !matches!(result.stopped, StopReason::ExactHit) {
+            Cache::put
+        } else {
+            Cache::put_missing
+        };
+        let summary = match put(cache, &entry, &self.target, &self.toolchain, &new) {
             Ok(s) => s,
             Err(e) if e.is_read_only() => {
                 observer.warning(&format!(
@@ -810,7 +813,7 @@ impl Run<'_> {
             }
             Err(e) => return Err(task_error(&task.name, e)),
         };
-        Ok(summary.inserted + summary.improved)
+        Ok(summary.inserted + summary.replaced)
     }
 
     /// Builds the whole model with the best trace per task and times it.

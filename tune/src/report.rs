@@ -30,7 +30,7 @@ pub struct TaskReport {
     /// The timing settings the worker measured with.
     pub runner: RunnerSettings,
     pub wall_s: f64,
-    /// Records inserted or improved in the cache.
+    /// Records inserted or replaced in the cache.
     pub written: usize,
     /// Records the worker returned re-measured: the ones offered for write-back.
     pub remeasured: usize,

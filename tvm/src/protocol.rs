@@ -19,7 +19,7 @@ use std::path::PathBuf;
 /// nothing), and every method rejects unknown params fields and requires the ones the client
 /// always sends. 6: `tune` measures on RPC devices when asked (`rpc`), and its result counts
 /// the measurements that failed (`failed_runs`, `run_errors`); the method `rpc_devices`.
-pub const PROTOCOL: u64 = 7;
+pub const PROTOCOL: u64 = 8;
 
 /// Trials: measured candidates. One type for every count of them.
 pub type Trials = u64;
@@ -330,6 +330,10 @@ pub struct TuneRequest {
     /// the other until one is within `exact_tolerance` (worker default 6, 1 to 64; the seed is built once for them).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exact_windows: Option<u64>,
+    /// Optional: windows of re-measurement of the best record before it is returned for
+    /// write-back, one after the other, their runs pooled (worker default 3, 1 to 64).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writeback_windows: Option<u64>,
     /// Optional: measure on the devices of this RPC tracker instead of this machine
     /// (absent: here). Candidates are built here either way.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -471,6 +475,8 @@ pub struct RunnerSettings {
     pub remeasure_repeats: u64,
     /// The most windows of the exact-hit check.
     pub exact_windows: u64,
+    /// Windows of re-measurement of the best record before write-back.
+    pub writeback_windows: u64,
 }
 
 /// One measured batch of a `tune` call (the seed batch included).
@@ -793,7 +799,7 @@ mod tests {
             "history": [{"elapsed_s": 1.0, "trials": 1, "best_s": null, "search_s": 0.1,
                          "build_s": 0.3, "run_s": 0.2, "cost_model_s": 0.0}],
             "runner": {"number": 3, "repeat": 1, "min_repeat_ms": 100,
-                       "enable_cpu_cache_flush": false, "remeasure_top": 3, "remeasure_repeats": 5, "exact_windows": 6},
+                       "enable_cpu_cache_flush": false, "remeasure_top": 3, "remeasure_repeats": 5, "exact_windows": 6, "writeback_windows": 3},
             "exact_seed_remeasured_s": 1e-4, "exact_windows_s": [2e-4, 1e-4], "failed_runs": 1,
             "run_errors": ["RemoteRunner (key 'k' at tracker h:1): An exception occurred"],
             "cost_model": {"warm_samples": 0, "saved_samples": 0, "errors": []},
@@ -820,6 +826,7 @@ mod tests {
         assert_eq!(r.exact_seed_remeasured_s, Some(1e-4));
         assert_eq!(r.exact_windows_s, [2e-4, 1e-4]);
         assert_eq!(r.runner.exact_windows, 6);
+        assert_eq!(r.runner.writeback_windows, 3);
         assert_eq!(r.failed_runs, 1);
         assert_eq!(r.run_errors.len(), 1);
     }
@@ -1003,6 +1010,7 @@ mod tests {
             remeasure_top: None,
             remeasure_repeats: None,
             exact_windows: None,
+            writeback_windows: None,
             rpc: None,
         };
         let v = serde_json::to_value(&r).unwrap();

@@ -614,6 +614,7 @@ mod tests {
             remeasure_top: None,
             remeasure_repeats: Some(3),
             exact_windows: None,
+            writeback_windows: None,
             rpc: None,
         }
     }
@@ -866,6 +867,7 @@ mod agreement {
             remeasure_top: some.then_some(1),
             remeasure_repeats: some.then_some(3),
             exact_windows: some.then_some(2),
+            writeback_windows: some.then_some(2),
             rpc: some.then(|| RpcTracker::parse("h:1", "k", 1).expect("an address")),
         };
         let build = |some: bool| BuildRequest {

@@ -82,12 +82,15 @@ class TestTunePool(unittest.TestCase):
                 self.assertGreater(e["run_s"], 0)
             self.assertLessEqual(sum(e[k] for e in h for k in KEYS), h[-1]["elapsed_s"])
             self.assertLessEqual(h[-1]["elapsed_s"], r["wall_s"])
-            # honest latencies: the best two re-measured with 3 fresh runs, the rest flagged
+            # honest latencies: the best two re-measured with 3 fresh runs, the best of them
+            # in 3 windows of 3 (the second too, should the windows move the first behind
+            # it), the rest flagged
             recs = r["records"]
             self.assertGreaterEqual(len(recs), 3, r)
+            self.assertEqual(len(recs[0]["run_secs"]), 9)
+            self.assertIn(len(recs[1]["run_secs"]), (3, 9))
             for x in recs[:2]:
                 self.assertTrue(x["remeasured"])
-                self.assertEqual(len(x["run_secs"]), 3)
                 self.assertEqual(x["median_s"], statistics.median(x["run_secs"]))
                 lo, hi = min(x["run_secs"]), max(x["run_secs"])
                 self.assertAlmostEqual(x["spread"], (hi - lo) / x["median_s"], places=9)
@@ -99,7 +102,8 @@ class TestTunePool(unittest.TestCase):
             self.assertEqual(
                 r["runner"],
                 {"number": 2, "repeat": 1, "min_repeat_ms": 0, "enable_cpu_cache_flush": False,
-                 "remeasure_top": 2, "remeasure_repeats": 3, "exact_windows": 6},
+                 "remeasure_top": 2, "remeasure_repeats": 3, "exact_windows": 6,
+                 "writeback_windows": 3},
             )
 
     def test_builder_recycles_processes_and_errors_are_failed_candidates(self):
@@ -256,9 +260,30 @@ class TestTunePool(unittest.TestCase):
         self.assertEqual(r["records"][0]["median_s"], 2.0)
         self.assertEqual(r["runner"]["exact_windows"], 6, "the default")
 
+    def test_the_best_record_is_written_back_from_several_windows(self):
+        """The best re-measured record gets `writeback_windows` windows in all; when they
+        move it behind the second, the second is extended too. One window is what the other
+        records keep, and writeback_windows 1 is the old single re-measurement."""
+        task = matmul_task("pool_g", m=16, k=16, n=16)
+        # real re-measurements are ~1e-5 s; the scripted extra windows read 5.0
+        with self.scripted_windows([[5.0, 5.0, 5.0]]):
+            r = self.tune(task, max_trials=8, trials_per_round=8, writeback_windows=3)
+            one = self.tune(task, max_trials=8, trials_per_round=8, writeback_windows=1)
+        recs = r["records"]
+        self.assertEqual(r["runner"]["writeback_windows"], 3)
+        for x in recs[:2]:
+            self.assertEqual(len(x["run_secs"]), 9, x)
+            self.assertEqual(sorted(x["run_secs"])[3:], [5.0] * 6, "two windows added")
+            self.assertEqual(x["median_s"], 5.0)
+        self.assertEqual(r["best_s"], 5.0)
+        for x in recs[2:]:
+            self.assertFalse(x["remeasured"])
+        self.assertEqual([len(x["run_secs"]) for x in one["records"][:2]], [3, 3])
+        self.assertLess(one["best_s"], 1.0, "not extended")
+
     def test_windows_build_once_and_measure_until_enough(self):
         """Remeasurer.windows on real TVM: one build, then windows until `enough`; the runs
-        of all windows are the schedule's fresh runs."""
+        of all windows are added to the schedule's fresh runs."""
         from tvm.s_tir import meta_schedule as ms
         from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
@@ -283,6 +308,8 @@ class TestTunePool(unittest.TestCase):
         at_once = rm.windows(("b", mod, args), 3, lambda med: True)
         self.assertEqual(len(at_once), 1)
         self.assertEqual(rm.measure([("a", mod, args)]), [rm.fresh["a"]], "not measured again")
+        more = rm.windows(("a", mod, args), 1, lambda med: False)
+        self.assertEqual(rm.fresh["a"], [s for w in never + more for s in w], "runs added")
 
 if __name__ == "__main__":
     unittest.main()

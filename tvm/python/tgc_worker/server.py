@@ -65,6 +65,7 @@ PARAMS = {
             "remeasure_top",
             "remeasure_repeats",
             "exact_windows",
+            "writeback_windows",
             "rpc",
         ),
     ),

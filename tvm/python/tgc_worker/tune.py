@@ -81,8 +81,8 @@ class Remeasurer:
     def windows(self, item, windows: int, enough) -> list:
         """Re-measurements (windows) of one schedule, item = (key, mod, args_info): built
         once, then measured up to `windows` times one after the other until
-        `enough(median of a window)`. Returns each window's runs; the schedule's fresh runs
-        (what `measure` returns for it later) are the runs of all of them."""
+        `enough(median of a window)`. Returns each window's runs; they are added to the
+        schedule's fresh runs (what `measure` returns for it later)."""
         from .pool import measure_windows
 
         key, mod, args = item
@@ -97,7 +97,7 @@ class Remeasurer:
             again = " (trying again)" if attempt < self.retries else ""
             _log(f"re-measurement failed{again}: {str(err).splitlines()[-1] if err else '?'}")
         if done:
-            self.fresh[key] = [s for w in done for s in w]
+            self.fresh[key] = self.fresh.get(key, []) + [s for w in done for s in w]
         return done
 
     def measure(self, items):
@@ -500,6 +500,7 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
     remeasure_top = _int_param(params, "remeasure_top", 3, 0, None, task)
     remeasure_repeats = _int_param(params, "remeasure_repeats", 5, 3, None, task)
     exact_windows = _int_param(params, "exact_windows", 6, 1, 64, task)
+    writeback_windows = _int_param(params, "writeback_windows", 3, 1, 64, task)
     tracker = rpc_param(params, task)
     if not isinstance(evo, dict) or not isinstance(runner_cfg, dict):
         raise WorkerError("bad_params", "evolutionary and runner must be objects", task)
@@ -610,6 +611,26 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
     fresh = [None] * len(found)
     for i, secs in zip(where, remeasurer.measure(items) if items else []):
         fresh[i] = secs
+    # The best record's latency is the bar a later exact hit is held to: it gets
+    # `writeback_windows` windows in all, not one (noise comes in bursts of seconds, and a
+    # window caught in a quiet moment sets a bar the schedule then misses; docs/tuning.md).
+    # Should the extra windows move it behind another record, that one is extended too.
+    # After an exact hit nothing is written back (the driver keeps the cached record).
+    if state.stopped != "exact_hit":
+        extended = set()
+        while True:
+            done = [i for i in where if fresh[i] is not None]
+            if not done:
+                break
+            best_i = min(done, key=lambda i: _median(fresh[i]))
+            if best_i in extended:
+                break
+            extended.add(best_i)
+            key, mod, args = items[where.index(best_i)]
+            have = len(fresh[best_i]) // remeasure_repeats
+            if have < writeback_windows:
+                remeasurer.windows((key, mod, args), writeback_windows - have, lambda _m: False)
+                fresh[best_i] = remeasurer.fresh[key]
     remeasured, kept = [], []
     for i, (rec, tj, run_secs) in enumerate(found):
         secs = fresh[i]
@@ -654,6 +675,7 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
             "remeasure_top": remeasure_top,
             "remeasure_repeats": remeasure_repeats,
             "exact_windows": exact_windows,
+            "writeback_windows": writeback_windows,
         },
         "exact_seed_remeasured_s": state.exact_seed_remeasured_s,
         "exact_windows_s": state.exact_windows_s,
