@@ -797,10 +797,10 @@ impl Run<'_> {
                 })
             })
             .collect();
-        let put = if !matches!(result.stopped, StopReason::ExactHit) {
-            Cache::put
-        } else {
+        let put = if matches!(result.stopped, StopReason::ExactHit) {
             Cache::put_missing
+        } else {
+            Cache::put
         };
         let summary = match put(cache, &entry, &self.target, &self.toolchain, &new) {
             Ok(s) => s,

@@ -46,6 +46,12 @@ def _median(vals) -> float:
     return vals[n // 2] if n % 2 else 0.5 * (vals[n // 2 - 1] + vals[n // 2])
 
 
+def _latency(run_secs) -> float:
+    """A record's latency: the median of its valid runs (MetaSchedule's 1e10 marks a failed
+    one)."""
+    return _median([v for v in run_secs if v < 1e9])
+
+
 def _spread(vals) -> float:
     """(max - min) / median of the valid runs; 0 for one run."""
     vals = [float(v) for v in (vals or []) if float(v) < 1e9]
@@ -615,14 +621,14 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
     # `writeback_windows` windows in all, not one (noise comes in bursts of seconds, and a
     # window caught in a quiet moment sets a bar the schedule then misses; docs/tuning.md).
     # Should the extra windows move it behind another record, that one is extended too.
-    # After an exact hit nothing is written back (the driver keeps the cached record).
+    # Not after an exact hit: the driver then replaces no stored measurement.
     if state.stopped != "exact_hit":
         extended = set()
         while True:
             done = [i for i in where if fresh[i] is not None]
             if not done:
                 break
-            best_i = min(done, key=lambda i: _median(fresh[i]))
+            best_i = min(done, key=lambda i: _latency(fresh[i]))
             if best_i in extended:
                 break
             extended.add(best_i)
@@ -637,7 +643,7 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
         entry = {
             "trace": tj,
             "run_secs": secs if secs is not None else run_secs,
-            "median_s": _median([v for v in (secs or run_secs) if v < 1e9]),
+            "median_s": _latency(secs or run_secs),
             "spread": _spread(secs or run_secs),
             "remeasured": secs is not None,
             "origin": "seed" if json.dumps(tj) in state.seed_trace_keys else "search",
