@@ -135,15 +135,32 @@ def matched_latency(tgc_report, tvm_report):
     return n, ratio(lt, lk)
 
 
+def runtime_threads(tgc_report):
+    """The TVM runtime threads tgc's measurements ran with: its end-to-end timing's, else a
+    tuned task's (None for reports older than worker protocol 9)."""
+    lat = (tgc_report.get("end_to_end") or {}).get("latency_ms") or {}
+    if "threads" in lat:
+        return lat["threads"]
+    for t in tgc_report["tasks"]:
+        if (t.get("runner") or {}).get("threads") is not None:
+            return t["runner"]["threads"]
+    return None
+
+
 def stock_lines(label, tvm_rep, tgc_rep):
     """Prints the stock TVM arm; returns its summary."""
     tt = tvm_rep["totals"]
+    threads = dict(tgc=runtime_threads(tgc_rep), tvm=tvm_rep["settings"].get("runtime_threads"))
     print(f"{label} stock TVM: {tt['tuning_wall_s']:.0f} s, {tt['trials']} trials"
           f" ({tt['failed_trials']} failed, {fmt(tt['s_per_trial'])} s/trial),"
           f" {tvm_rep['tasks_tuned']} of {tvm_rep['tasks_extracted']} tasks"
-          f" (tgc: {len(tgc_rep['tasks'])}), e2e {stock_tvm.e2e_ms(tvm_rep)} ms")
+          f" (tgc: {len(tgc_rep['tasks'])}), e2e {stock_tvm.e2e_ms(tvm_rep)} ms,"
+          f" runtime threads {threads['tvm']} (tgc: {threads['tgc']})")
+    if threads["tgc"] != threads["tvm"]:
+        print(f"  warning: the arms ran TVM's runtime on different thread counts {threads};"
+              " their latencies and times do not compare")
     n, lat = matched_latency(tgc_rep, tvm_rep)
-    return dict(wall_s=tt["tuning_wall_s"], trials=tt["trials"],
+    return dict(runtime_threads=threads, wall_s=tt["tuning_wall_s"], trials=tt["trials"],
                 failed_trials=tt["failed_trials"], s_per_trial=tt["s_per_trial"],
                 tasks_extracted=tvm_rep["tasks_extracted"], tasks_tuned=tvm_rep["tasks_tuned"],
                 tgc_tasks=len(tgc_rep["tasks"]), e2e_ms=stock_tvm.e2e_ms(tvm_rep),

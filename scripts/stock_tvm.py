@@ -30,6 +30,11 @@ Steps, all TVM's own API:
    (Conv / MatMul / Gemm operand 1) normal with std 1/sqrt(fan_in), other float inputs
    uniform [0.5, 1.5), ints zero: the roles tgc's check_inputs gives, read from the ONNX graph.
 
+TVM's runtime runs on the thread count tgc's worker gives it: TVM_NUM_THREADS = the physical
+cores unless TVM_NUM_THREADS or OMP_NUM_THREADS is set (TVM alone takes half the hardware
+threads on x86, one on a 2-vCPU VM); the report names it (`settings.runtime_threads`, and
+the end-to-end latency's `threads`).
+
 After tuning, each tuned task's best record is re-measured the way tgc measures its own
 records before writing them back (median of 5 fresh runs; `remeasure_best`), with stock
 TVM's LocalBuilder and LocalRunner. The median is the task's `best_latency_s`, the search's
@@ -207,6 +212,29 @@ def parse_target(obj):
         return tvm.target.Target(cfg)
 
 
+def runtime_threads() -> int:
+    """Gives TVM's CPU thread pool the thread count tgc's worker gives it
+    (tgc_worker.tvmutil.default_runtime_threads: TVM_NUM_THREADS = the physical cores unless
+    TVM_NUM_THREADS or OMP_NUM_THREADS is set), so that both arms measure on the same
+    threads; returns the count the pool runs with. TVM alone takes half the hardware threads
+    on x86: one on a 2-vCPU VM, which would time stock TVM on half the machine. Call before
+    anything runs a kernel (LocalRunner's processes inherit the variable)."""
+    if not any(os.environ.get(k) for k in ("TVM_NUM_THREADS", "OMP_NUM_THREADS")):
+        sys.path.insert(0, str(ROOT / "tvm" / "python"))
+        try:
+            from tgc_worker.tvmutil import physical_cores
+
+            cores = physical_cores()
+        except ImportError:
+            import psutil
+
+            cores = psutil.cpu_count(logical=False) or os.cpu_count()
+        os.environ["TVM_NUM_THREADS"] = str(cores)
+    import tvm
+
+    return int(tvm.get_global_func("runtime.NumThreads")())
+
+
 def prepare(mod, target):
     """(user module, tuning module): DecomposeOpsForInference, then compile_relax's own
     preparation (so the tuning tasks are the workloads compile_relax looks up)."""
@@ -334,6 +362,10 @@ def remeasure_report(report_path, work_dir, log=print) -> dict:
     from tvm.s_tir import meta_schedule as ms
 
     report = json.loads(pathlib.Path(report_path).read_text())
+    threads = runtime_threads()
+    if report["settings"].get("runtime_threads", threads) != threads:
+        raise SystemExit(f"{report_path}: tuned with {report['settings']['runtime_threads']} "
+                         f"runtime threads, this process has {threads}; set TVM_NUM_THREADS")
     work_dir = pathlib.Path(work_dir)
     database = ms.database.JSONDatabase(
         path_workload=str(work_dir / "database_workload.json"),
@@ -404,6 +436,7 @@ def time_model(ex, target, inputs_np, repeat=END_TO_END_REPEATS, number=END_TO_E
             "p90": float(np.percentile(vals, 90)),
             "repeat": repeat,
             "number": number,
+            "threads": runtime_threads(),
         },
         "outputs_finite": bool(finite),
     }
@@ -420,6 +453,7 @@ def run(model_path, target_obj, trials, per_round, work_dir, max_tasks=0, shapes
     from tvm.relax.frontend.onnx import from_onnx
     from tvm.s_tir import meta_schedule as ms
 
+    threads = runtime_threads()
     work_dir = pathlib.Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     for f in ("database_workload.json", "database_tuning_record.json"):
@@ -503,6 +537,7 @@ def run(model_path, target_obj, trials, per_round, work_dir, max_tasks=0, shapes
             "builder": "LocalBuilder()" if builder_timeout is None
             else f"LocalBuilder(timeout_sec={builder_timeout})",
             "runner": "LocalRunner()",
+            "runtime_threads": threads,
             "database": "JSONDatabase",
             "cost_model": "xgb",
             "strategy": "EvolutionarySearch()" if population is None

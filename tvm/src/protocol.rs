@@ -19,7 +19,9 @@ use std::path::PathBuf;
 /// nothing), and every method rejects unknown params fields and requires the ones the client
 /// always sends. 6: `tune` measures on RPC devices when asked (`rpc`), and its result counts
 /// the measurements that failed (`failed_runs`, `run_errors`); the method `rpc_devices`.
-pub const PROTOCOL: u64 = 8;
+/// 9: every latency names the TVM runtime threads it was measured with (`threads`), and
+/// the worker runs TVM's CPU thread pool on the physical cores unless told otherwise.
+pub const PROTOCOL: u64 = 9;
 
 /// Trials: measured candidates. One type for every count of them.
 pub type Trials = u64;
@@ -77,6 +79,8 @@ pub struct HelloResult {
     pub targets: Vec<String>,
     /// Runtime devices present (`cpu`, `cuda`, ...).
     pub devices: Vec<String>,
+    /// The threads of the worker's TVM CPU thread pool, which its measurements run on.
+    pub runtime_threads: u64,
     pub methods: Vec<String>,
     pub pid: u64,
 }
@@ -477,6 +481,10 @@ pub struct RunnerSettings {
     pub exact_windows: u64,
     /// Windows of re-measurement of the best record before write-back.
     pub writeback_windows: u64,
+    /// The TVM runtime's CPU threads of the measurements (`TVM_NUM_THREADS`, by default the
+    /// physical cores); `null` on an RPC device, whose server chooses its own.
+    #[serde(deserialize_with = "nullable")]
+    pub threads: Option<u64>,
 }
 
 /// One measured batch of a `tune` call (the seed batch included).
@@ -607,6 +615,8 @@ pub struct Latency {
     pub min: f64,
     pub repeat: u64,
     pub number: u64,
+    /// The TVM runtime's CPU threads the timing ran with.
+    pub threads: u64,
 }
 
 /// The output check's tolerance: `|tuned - ref| <= atol_rel * max|ref| + rtol * |ref|`.
@@ -769,6 +779,8 @@ pub struct LatencyRange {
     pub max: f64,
     pub repeat: u64,
     pub number: u64,
+    /// The TVM runtime's CPU threads the timing ran with.
+    pub threads: u64,
 }
 
 /// `bench`'s result.
@@ -799,7 +811,8 @@ mod tests {
             "history": [{"elapsed_s": 1.0, "trials": 1, "best_s": null, "search_s": 0.1,
                          "build_s": 0.3, "run_s": 0.2, "cost_model_s": 0.0}],
             "runner": {"number": 3, "repeat": 1, "min_repeat_ms": 100,
-                       "enable_cpu_cache_flush": false, "remeasure_top": 3, "remeasure_repeats": 5, "exact_windows": 6, "writeback_windows": 3},
+                       "enable_cpu_cache_flush": false, "remeasure_top": 3, "remeasure_repeats": 5, "exact_windows": 6, "writeback_windows": 3,
+                       "threads": 2},
             "exact_seed_remeasured_s": 1e-4, "exact_windows_s": [2e-4, 1e-4], "failed_runs": 1,
             "run_errors": ["RemoteRunner (key 'k' at tracker h:1): An exception occurred"],
             "cost_model": {"warm_samples": 0, "saved_samples": 0, "errors": []},
@@ -827,6 +840,7 @@ mod tests {
         assert_eq!(r.exact_windows_s, [2e-4, 1e-4]);
         assert_eq!(r.runner.exact_windows, 6);
         assert_eq!(r.runner.writeback_windows, 3);
+        assert_eq!(r.runner.threads, Some(2));
         assert_eq!(r.failed_runs, 1);
         assert_eq!(r.run_errors.len(), 1);
     }
@@ -928,7 +942,8 @@ mod tests {
     #[test]
     fn build_and_bench_results_decode() {
         let build = json!({
-            "latency_ms": {"mean": 1.0, "median": 1.0, "std": 0.0, "min": 1.0, "repeat": 2, "number": 1},
+            "latency_ms": {"mean": 1.0, "median": 1.0, "std": 0.0, "min": 1.0, "repeat": 2, "number": 1,
+                           "threads": 2},
             "outputs_match": true, "max_abs_err": 0.0, "max_rel_err": 0.0,
             "tolerance": {"atol_rel": 1e-4, "rtol": 1e-6},
             "applied": {"a": "repaired", "b": null}, "failed": {"a": 1, "b": 0},
@@ -955,7 +970,7 @@ mod tests {
             .unwrap_err()
             .contains("unknown variant `bias`"));
         let range = json!({"median": 2.0, "p10": 1.5, "p90": 2.5, "mean": 2.0, "min": 1.0,
-                           "max": 3.0, "repeat": 50, "number": 1});
+                           "max": 3.0, "repeat": 50, "number": 1, "threads": 1});
         let b: BenchResult =
             decode(json!({"latency_ms": range.clone(), "untuned_latency_ms": null, "wall_s": 3.0}))
                 .unwrap();

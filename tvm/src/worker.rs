@@ -285,6 +285,7 @@ impl Worker {
                 llvm: None,
                 targets: Vec::new(),
                 devices: Vec::new(),
+                runtime_threads: 0,
                 methods: Vec::new(),
                 pid: 0,
             },
@@ -670,6 +671,7 @@ mod tests {
         assert_eq!(w.greeting().protocol, PROTOCOL);
         let hello = w.hello().expect("hello");
         assert!(hello.methods.iter().any(|m| m == "build_and_measure"));
+        assert!(hello.runtime_threads >= 1, "{hello:?}");
         assert_eq!(Some(&hello.tvm), Some(&w.versions().tvm));
         assert_strict::<HelloResult>(
             "hello",

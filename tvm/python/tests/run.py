@@ -29,6 +29,10 @@ class TimedResult(unittest.TextTestResult):
 def main(argv):
     sys.path.insert(0, ROOT)
     sys.path.insert(0, HERE)
+    # tests that tune in this process measure with the thread pool the worker has
+    from tgc_worker.tvmutil import default_runtime_threads
+
+    default_runtime_threads()
     loader = unittest.TestLoader()
     if argv:
         suite = loader.loadTestsFromNames(argv)

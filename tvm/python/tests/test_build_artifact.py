@@ -113,8 +113,10 @@ class TestArtifact(unittest.TestCase):
 
             b = w.call("bench", {"library": tuned, "inputs": r["inputs"], "target": LLVM,
                                  "repeat": 5, "untuned": MODULE})
+            threads = w.call("hello")["runtime_threads"]
             for lat in (b["latency_ms"], b["untuned_latency_ms"]):
                 self.assertEqual(lat["repeat"], 5)
+                self.assertEqual(lat["threads"], threads)
                 self.assertLessEqual(lat["min"], lat["p10"])
                 self.assertLessEqual(lat["p10"], lat["median"])
                 self.assertLessEqual(lat["median"], lat["p90"])

@@ -18,7 +18,7 @@ from tgc_worker import PROTOCOL_VERSION  # noqa: E402
 class TestProtocol(unittest.TestCase):
     def test_hello(self):
         r = shared_worker().call("hello")
-        self.assertEqual(r["protocol"], 8)
+        self.assertEqual(r["protocol"], 9)
         self.assertTrue(r["tvm"].startswith("0.27"), r["tvm"])
         self.assertTrue(r["tvm_ffi"])
         self.assertIn("llvm", r["targets"])
@@ -30,6 +30,19 @@ class TestProtocol(unittest.TestCase):
         self.assertEqual(r["llvm"], str(tvm.target.codegen.llvm_version_major()))
         self.assertIn("target", r["methods"])
         self.assertIn("prepare_tuning", r["methods"])
+
+    def test_runtime_threads_default_to_the_physical_cores(self):
+        # TVM alone takes half the hardware threads on x86: one on a 2-vCPU VM
+        from tgc_worker.tvmutil import THREADS_ENV, physical_cores
+
+        bare = {k: v for k, v in os.environ.items() if k not in THREADS_ENV}
+        for env, want in ((bare, physical_cores()), ({**bare, "TVM_NUM_THREADS": "1"}, 1),
+                          ({**bare, "OMP_NUM_THREADS": "1"}, 1)):
+            w = WorkerProcess(env=env)
+            try:
+                self.assertEqual(w.call("hello")["runtime_threads"], want, env)
+            finally:
+                self.assertEqual(w.close(), 0)
 
     def test_target_spellings_have_one_canonical_form(self):
         w = shared_worker()

@@ -51,6 +51,12 @@ class TestStockTvm(unittest.TestCase):
             self.assertNotIn("remeasure_error", report["totals"])
         lat = report["end_to_end"]["latency_ms"]
         self.assertEqual(lat["repeat"], stock_tvm.END_TO_END_REPEATS)
+        # the thread count tgc's worker gives TVM's runtime (tests/run.py sets it as the
+        # worker does), named in the report
+        from tgc_worker.tvmutil import runtime_threads
+
+        self.assertEqual(lat["threads"], runtime_threads())
+        self.assertEqual(report["settings"]["runtime_threads"], runtime_threads())
         self.assertGreater(lat["median"], 0)
         self.assertLessEqual(lat["p10"], lat["median"])
         self.assertLessEqual(lat["median"], lat["p90"])

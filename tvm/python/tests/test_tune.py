@@ -61,7 +61,8 @@ class TestTune(unittest.TestCase):
         self.assertEqual(
             r["runner"],
             {"number": 3, "repeat": 1, "min_repeat_ms": 20, "enable_cpu_cache_flush": False,
-             "remeasure_top": 3, "remeasure_repeats": 3, "exact_windows": 6, "writeback_windows": 3},
+             "remeasure_top": 3, "remeasure_repeats": 3, "exact_windows": 6, "writeback_windows": 3,
+             "threads": shared_worker().call("hello")["runtime_threads"]},
         )
         self.assertIsNone(r["exact_seed_remeasured_s"])
         self.assertTrue(all(x["origin"] == "search" for x in recs))
@@ -220,6 +221,7 @@ class TestTune(unittest.TestCase):
         lat = r["latency_ms"]
         self.assertGreater(lat["mean"], 0)
         self.assertEqual(lat["repeat"], 5)
+        self.assertEqual(lat["threads"], w.call("hello")["runtime_threads"])
         # the tasks' hashes are the ones `lower` gives
         h = w.call("lower", {"task": c1, "target": LLVM})["structural_hash"]
         self.assertEqual(r["tasks"]["fused_conv2d_add_relu"], h)

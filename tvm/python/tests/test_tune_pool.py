@@ -53,6 +53,7 @@ class TestTunePool(unittest.TestCase):
 
     def test_pool_is_reused_across_tune_calls_and_rounds_are_timed(self):
         from tgc_worker import pool
+        from tgc_worker.tvmutil import runtime_threads
 
         first = self.tune(matmul_task("pool_a", m=16, k=32, n=16))
         builder, runner = pool._BUILDER, pool._RUNNER
@@ -103,7 +104,7 @@ class TestTunePool(unittest.TestCase):
                 r["runner"],
                 {"number": 2, "repeat": 1, "min_repeat_ms": 0, "enable_cpu_cache_flush": False,
                  "remeasure_top": 2, "remeasure_repeats": 3, "exact_windows": 6,
-                 "writeback_windows": 3},
+                 "writeback_windows": 3, "threads": runtime_threads()},
             )
 
     def test_builder_recycles_processes_and_errors_are_failed_candidates(self):

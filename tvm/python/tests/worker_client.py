@@ -16,9 +16,10 @@ PKG_ROOT = os.path.dirname(HERE)  # tvm/python
 
 
 class WorkerProcess:
-    def __init__(self, python: str | None = None, stderr_path: str | None = None):
+    def __init__(self, python: str | None = None, stderr_path: str | None = None,
+                 env: dict | None = None):
         python = python or os.environ.get("TGC_PYTHON") or sys.executable
-        env = dict(os.environ)
+        env = dict(os.environ if env is None else env)
         env["PYTHONPATH"] = PKG_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self._stderr = open(stderr_path, "ab") if stderr_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(

@@ -23,7 +23,7 @@ from .lower import (
 )
 from .replay import parse_trace_json, replay
 from .task import TensorTy, parse_task
-from .tvmutil import GPU_KINDS, make_context
+from .tvmutil import GPU_KINDS, make_context, runtime_threads
 
 
 @dataclass
@@ -486,6 +486,7 @@ def latency_stats(results_s: list, repeat: int, number: int) -> dict:
         "max": float(np.max(ms_vals)),
         "repeat": repeat,
         "number": number,
+        "threads": runtime_threads(),
     }
 
 
@@ -738,6 +739,7 @@ def build_and_measure(params: dict) -> dict:
             "min": float(np.min(ms_vals)),
             "repeat": repeat,
             "number": number,
+            "threads": runtime_threads(),
         },
         "outputs_match": check["outputs_match"],
         "max_abs_err": check["max_abs_err"],

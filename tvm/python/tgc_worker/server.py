@@ -130,7 +130,7 @@ def m_hello(params: dict) -> dict:
     import tvm
     import tvm_ffi
 
-    from .tvmutil import llvm_version
+    from .tvmutil import llvm_version, runtime_threads
 
     kinds = sorted(tvm.target.Target.list_kinds())
     targets = [
@@ -152,6 +152,7 @@ def m_hello(params: dict) -> dict:
         "llvm": llvm_version(),
         "targets": targets,
         "devices": devices,
+        "runtime_threads": runtime_threads(),
         "methods": list(METHODS),
         "pid": os.getpid(),
     }
@@ -422,7 +423,10 @@ def main() -> int:
     paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
     if root not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([root] + [p for p in paths if p])
-    _log(f"ready (pid {os.getpid()}, protocol {PROTOCOL_VERSION})")
+    from .tvmutil import default_runtime_threads, runtime_threads
+
+    default_runtime_threads()
+    _log(f"ready (pid {os.getpid()}, protocol {PROTOCOL_VERSION}, {runtime_threads()} runtime threads)")
     while True:
         line = stdin.readline()
         if not line:

@@ -17,7 +17,7 @@ from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate, PySearchSt
 
 from .errors import WorkerError
 from .replay import replay
-from .tvmutil import make_context, physical_cores, target_num_cores, trace_to_json
+from .tvmutil import make_context, physical_cores, runtime_threads, target_num_cores, trace_to_json
 
 
 def _log(msg: str) -> None:
@@ -682,6 +682,9 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
             "remeasure_repeats": remeasure_repeats,
             "exact_windows": exact_windows,
             "writeback_windows": writeback_windows,
+            # the runner processes inherit this process's TVM_NUM_THREADS; a device behind
+            # an RPC tracker runs with its own server's
+            "threads": runtime_threads() if tracker is None else None,
         },
         "exact_seed_remeasured_s": state.exact_seed_remeasured_s,
         "exact_windows_s": state.exact_windows_s,

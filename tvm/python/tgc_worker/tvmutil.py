@@ -102,6 +102,28 @@ def physical_cores() -> int:
     return min(len(cores), logical) if cores else logical
 
 
+# The environment variables TVM's runtime reads for its CPU thread pool, in its order.
+THREADS_ENV = ("TVM_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def default_runtime_threads() -> None:
+    """Run TVM's CPU thread pool on every physical core unless the user chose a count.
+
+    Without TVM_NUM_THREADS or OMP_NUM_THREADS, TVM 0.27 takes half the hardware threads on
+    x86 (it assumes two per core), so a VM whose vCPUs are one thread per core runs every
+    measurement on half its cores: one thread on a 2-vCPU machine, while MetaSchedule
+    schedules for `num-cores` of them. The pool reads the variable when it is first used, so
+    this works after `import tvm`; the builder and runner processes inherit it. Call it
+    before anything runs a kernel."""
+    if not any(os.environ.get(k) for k in THREADS_ENV):
+        os.environ["TVM_NUM_THREADS"] = str(physical_cores())
+
+
+def runtime_threads() -> int:
+    """The threads of this process's TVM CPU thread pool (what measurements here run on)."""
+    return int(tvm.get_global_func("runtime.NumThreads")())
+
+
 # The key of a spelled target that means "this machine" (tgc_passes::target::HOST_KEY): its
 # value is the Rust side's host fingerprint, and it is replaced by the CPU and triple this
 # TVM's LLVM detects and the physical cores.
