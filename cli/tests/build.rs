@@ -484,5 +484,44 @@ fn a_models_export_feeds_stock_compile_relax() {
             > 0.0
     );
     assert_eq!(applied["end_to_end"]["outputs_finite"], true);
+
+    // Alternating mode: the same model from two databases (here both the export), timed in
+    // alternating rounds in one process.
+    let out = Command::new(tgc_tvm::find_python().expect("the TVM venv"))
+        .arg(&script)
+        .arg(&fixture)
+        .arg(&db)
+        .args(["--against", s(&db), "--rounds", "3", "--runs", "2", "--target"])
+        .arg(serde_json::to_string(&tuned["target"]).unwrap())
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let alt: Value = serde_json::from_slice(&out.stdout).expect("report JSON");
+    let a = &alt["alternating"];
+    assert_eq!(a["rounds"], 3, "{alt}");
+    for arm in [&a["a"], &a["b"]] {
+        assert_eq!(arm["tasks_with_records"], 2, "{alt}");
+        assert_eq!(arm["scheduled_from_database"], applied["scheduled_from_database"]);
+        assert_eq!(arm["round_medians_ms"].as_array().unwrap().len(), 3, "{alt}");
+    }
+    let ratios: Vec<f64> = a["ratios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_f64().unwrap())
+        .collect();
+    assert_eq!(ratios.len(), 3);
+    assert!(ratios.iter().all(|r| r.is_finite() && *r > 0.0), "{alt}");
+    let (lo, hi) = (a["ratio_min"].as_f64().unwrap(), a["ratio_max"].as_f64().unwrap());
+    assert!(lo <= a["ratio_median"].as_f64().unwrap() && a["ratio_median"].as_f64().unwrap() <= hi);
+    // TVM's runtime on the thread count tgc's worker uses (the physical cores)
+    assert_eq!(
+        a["threads"], applied["end_to_end"]["latency_ms"]["threads"],
+        "{alt}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

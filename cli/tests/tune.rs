@@ -346,6 +346,48 @@ fn assert_output_check(e2e: &Value) {
 
 /// Issue 12.7: three 32-channel convs with their weights as graph inputs, tuned and checked
 /// as a new user would; uniform(-1, 1) weights and atol 1e-4 failed 2 of 3 such runs.
+/// Under a run budget an exact hit is final when its record has as much search behind it as
+/// a cold run of the model would give the task, even when its allocation is larger because
+/// the later hit leaves its share unspent (it is charged only its seeds).
+#[test]
+fn a_run_budget_keeps_exact_hits_that_a_cold_run_would_not_search_longer() {
+    let dir = std::env::temp_dir().join(format!("tgc-tune-budget-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(dir.join("small.tgc"), MODEL).expect("model written");
+    // 8 trials of search behind each task's records.
+    tune_model(&dir, "small.tgc", "first.json", "8", &["--no-measure"]);
+    // 11 for the model: a cold run gives each task about half (the two tasks differ by an
+    // add, so their latencies are close: shares of at most 8 for a latency ratio up to
+    // 3.4x), while the first task may spend 11 less the later hit's seeds.
+    let run = tune_model(
+        &dir,
+        "small.tgc",
+        "budget.json",
+        "8",
+        &["--no-measure", "--trials", "11"],
+    );
+    let tasks = run["tasks"].as_array().expect("tasks");
+    assert_eq!(tasks.len(), 2, "{run}");
+    let budget = |t: &Value, k: &str| t["budget"][k].as_u64().unwrap_or_else(|| panic!("{t}"));
+    let cold: u64 = tasks.iter().map(|t| budget(t, "cold_share")).sum();
+    assert!((10..=12).contains(&cold), "the shares of 11 trials: {run}");
+    for t in tasks {
+        assert!(budget(t, "cold_share") <= 8, "{t}");
+        assert_eq!(t["stopped"], "exact_hit", "{t}");
+        assert_eq!(t["prior_trials"], 0, "{t}");
+        assert_eq!(t["plan"]["hit_trials"], 8, "{t}");
+    }
+    // the first task's allocation is above its records' effort: not a reason to search
+    assert!(budget(&tasks[0], "allocated") > 8, "{run}");
+    assert_eq!(
+        run["totals"]["trials"].as_u64().unwrap(),
+        tasks.iter().map(|t| t["seeds_tried"].as_u64().unwrap()).sum::<u64>(),
+        "only the seeds were measured: {run}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn three_convs_with_weights_as_inputs_pass_the_output_check() {
     let dir = std::env::temp_dir().join(format!("tgc-tune-convs-{}", std::process::id()));

@@ -18,6 +18,11 @@ pub static INFO: PassInfo = PassInfo {
             help: "measured candidates per task, seeds included",
         },
         OptionSpec {
+            name: "hit-effort",
+            default: OptionDefault::Int(SeedPolicy::DEFAULT.hit_effort),
+            help: "trials of search behind an exact hit that make it final (0: trials)",
+        },
+        OptionSpec {
             name: "max-seeds",
             default: OptionDefault::Int(SeedPolicy::DEFAULT.max_seeds as i64),
             help: "most seeds in the first batch",
@@ -46,18 +51,21 @@ pub static INFO: PassInfo = PassInfo {
             o.int("seeded-patience"),
         );
         let tolerance = o.float("tolerance");
+        let hit_effort = o.int("hit-effort");
         if trials < 1
+            || hit_effort < 0
             || max_seeds < 0
             || patience < 0
             || seeded_patience < 0
             || !(0.0..=10.0).contains(&tolerance)
         {
             return Err(format!(
-                "pass 'seed-schedules' needs trials >= 1, max-seeds >= 0, patience >= 0, seeded-patience >= 0 and 0 <= tolerance <= 10, got trials={trials} max-seeds={max_seeds} patience={patience} seeded-patience={seeded_patience} tolerance={tolerance}"
+                "pass 'seed-schedules' needs trials >= 1, hit-effort >= 0, max-seeds >= 0, patience >= 0, seeded-patience >= 0 and 0 <= tolerance <= 10, got trials={trials} hit-effort={hit_effort} max-seeds={max_seeds} patience={patience} seeded-patience={seeded_patience} tolerance={tolerance}"
             ));
         }
         Ok(Box::new(SeedSchedules(SeedPolicy {
             trials,
+            hit_effort,
             max_seeds: max_seeds as usize,
             tolerance,
             patience,

@@ -98,6 +98,11 @@ impl CandidateRef {
 pub struct SeedPolicy {
     /// Measured candidates per task, seeds included.
     pub trials: i64,
+    /// The search effort (trials) an exact hit's record must have behind it to end the
+    /// task; 0: `trials`. Under a run budget the driver sets it to the share a cold run
+    /// would give the task, since the task's own allocation grows with the trials that
+    /// earlier hits left unspent, which says nothing about how much search it deserves.
+    pub hit_effort: i64,
     /// Most seeds measured in the first batch.
     pub max_seeds: usize,
     /// Most exact hits measured: the best one re-measured within tolerance ends the task,
@@ -119,12 +124,31 @@ impl SeedPolicy {
     /// CLI flags and the tuning driver take them from here).
     pub const DEFAULT: SeedPolicy = SeedPolicy {
         trials: 64,
+        hit_effort: 0,
         max_seeds: 16,
         max_exact_seeds: 2,
         tolerance: 0.05,
         patience: 3,
         seeded_patience: 1,
     };
+}
+
+impl SeedPolicy {
+    /// The effort that makes an exact hit final: `hit_effort` when set, never more than the
+    /// trials this run may spend on the task.
+    pub fn effort_bar(&self) -> i64 {
+        if self.hit_effort > 0 {
+            self.hit_effort.min(self.trials)
+        } else {
+            self.trials
+        }
+    }
+
+    /// Whether an exact hit whose record has `effort` trials behind it (0: unknown) may end
+    /// the task under this policy.
+    pub fn hit_is_final(&self, effort: i64) -> bool {
+        effort <= 0 || effort >= self.effort_bar()
+    }
 }
 
 impl Default for SeedPolicy {
@@ -190,7 +214,7 @@ pub fn plan(candidates: &[CandidateRef], task_flops: Option<f64>, policy: &SeedP
     // would spend (unknown effort, as in MetaSchedule imports, counts as enough). A hit
     // from a shorter search resumes it: seeded with the hit, for the rest of the budget.
     let (cached_latency_s, prior_trials, hit_trials, trials) = match best_exact {
-        Some(b) if b.trials > 0 && b.trials < policy.trials => {
+        Some(b) if !policy.hit_is_final(b.trials) => {
             (None, b.trials, 0, (policy.trials - b.trials).max(1))
         }
         Some(b) => (Some(b.latency_s), 0, b.trials, policy.trials),
@@ -418,6 +442,37 @@ mod tests {
         assert_eq!(SeedPlan::from_attr(&p.to_attr()).unwrap(), p);
         let c = with_trials(cand("exact", "a", 1e-4), 10);
         assert_eq!(CandidateRef::from_attr(&c.to_attr()).unwrap(), c);
+    }
+
+    #[test]
+    fn a_hit_effort_bar_below_the_trials_keeps_the_hit() {
+        // a run budget allocates 55 trials, but a cold run would give the task 20
+        let policy = SeedPolicy {
+            trials: 55,
+            hit_effort: 20,
+            ..SeedPolicy::default()
+        };
+        let p = plan(&[with_trials(cand("exact", "a", 1e-4), 20)], None, &policy);
+        assert_eq!(
+            (p.cached_latency_s, p.prior_trials, p.trials),
+            (Some(1e-4), 0, 55),
+            "20 trials stand behind the hit: final (and 55 if it does not stick)"
+        );
+        // a shorter search behind it resumes, for the rest of the allocation
+        let p = plan(&[with_trials(cand("exact", "a", 1e-4), 12)], None, &policy);
+        assert_eq!(
+            (p.cached_latency_s, p.prior_trials, p.trials),
+            (None, 12, 43)
+        );
+        // the bar is never above the trials the run may spend
+        let policy = SeedPolicy {
+            trials: 10,
+            hit_effort: 20,
+            ..SeedPolicy::default()
+        };
+        assert_eq!(policy.effort_bar(), 10);
+        let p = plan(&[with_trials(cand("exact", "a", 1e-4), 12)], None, &policy);
+        assert_eq!(p.cached_latency_s, Some(1e-4));
     }
 
     #[test]

@@ -13,6 +13,10 @@
 //!   flows to them;
 //! - any task that stops early (exact hit, patience) leaves its unspent trials to the
 //!   tasks after it, which share them by weight;
+//! - an exact hit is final (costs only its seeds) when its record has at least as much
+//!   search behind it as a cold run would give the task ([`Budget::cold_shares`]: the run's
+//!   budget by weight, every task a search); the allocation a hit gets at its turn is
+//!   inflated by what earlier hits left, which is no reason to search it again;
 //! - a time budget converts into trials at the seconds per trial measured so far in the
 //!   run (before the first task: [`INITIAL_SECONDS_PER_TRIAL`]).
 //!
@@ -82,6 +86,38 @@ impl Budget {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+
+    /// The run's whole budget in trials: what was spent and what is left (a time budget at
+    /// the run's seconds per trial so far). `None`: no limit.
+    pub fn total(&self) -> Option<u64> {
+        self.remaining().map(|left| left + self.spent_trials)
+    }
+
+    /// What a cold run would give each of `all` (in tuning order): the whole budget shared
+    /// by weight, every task a search. An exact hit whose record has that much search
+    /// behind it is final. `None`: no limit.
+    pub fn cold_shares(&self, all: &[Share]) -> Option<Vec<u64>> {
+        let total = self.total()? as f64;
+        let rate = median_rate(all.iter());
+        let weights: Vec<f64> = all
+            .iter()
+            .map(|s| s.occurrences.max(1) as f64 * latency(s, rate))
+            .collect();
+        let sum: f64 = weights.iter().sum();
+        Some(
+            weights
+                .iter()
+                .map(|w| {
+                    let share = if sum > 0.0 {
+                        w / sum
+                    } else {
+                        1.0 / all.len() as f64
+                    };
+                    (total * share).round() as u64
+                })
+                .collect(),
+        )
     }
 
     /// The trials for `this` task, with `rest` still to come after it; 0 when the budget is
@@ -190,6 +226,26 @@ mod tests {
         // a spent budget: nothing, but an exact hit's seeds are never more than what is left
         b.spend(98, 1.0);
         assert_eq!(b.allocate(&hit, &[]), Some(0));
+    }
+
+    #[test]
+    fn cold_shares_weigh_every_task_as_a_search() {
+        assert_eq!(Budget::new(None, None).cold_shares(&[]), None);
+        let mut b = Budget::new(Some(64), None);
+        let hit = Share {
+            exact_seeds: 2,
+            ..search(3, 1e6, Some(1e-3))
+        };
+        // 3 x 1 ms (a hit, weighed as a search), 1 x 1 ms, and 4e6 FLOPs at 1e9 FLOP/s
+        let all = [hit, search(1, 1e6, Some(1e-3)), search(1, 4e6, None)];
+        assert_eq!(b.cold_shares(&all), Some(vec![24, 8, 32]));
+        // spending changes nothing: the shares are of the whole budget
+        b.spend(40, 10.0);
+        assert_eq!(b.total(), Some(64));
+        assert_eq!(b.cold_shares(&all), Some(vec![24, 8, 32]));
+        // nothing known: an even split
+        let none = [search(1, 0.0, None), search(1, 0.0, None)];
+        assert_eq!(Budget::new(Some(10), None).cold_shares(&none), Some(vec![5, 5]));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use crate::budget::{Budget, Share};
 use crate::config::{CostModel, TuneConfig};
 use crate::observer::Observer;
-use crate::report::{PlanSource, Report, TaskReport};
+use crate::report::{PlanSource, Report, TaskBudget, TaskReport};
 use serde_json::{json, Value};
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
@@ -109,22 +109,42 @@ pub fn tune(
     // Best trace per exact key, for the final build.
     let mut best_traces: HashMap<TaskKey, Value> = HashMap::new();
     let mut skipped = Vec::new();
+    // Under a run budget, the share a cold run would give each task is the effort an exact
+    // hit's record needs behind it to be final (budget.rs).
+    let cold = budget.cold_shares(
+        &order
+            .iter()
+            .map(|&i| share_of(&module, &tasks[i], None))
+            .collect::<Vec<_>>(),
+    );
+    let bar = |k: usize| cold.as_ref().map(|c| c[k]);
     for (k, &ti) in order.iter().enumerate() {
         let task = &tasks[ti];
         let rest: Vec<Share> = order[k + 1..]
             .iter()
-            .map(|&i| share_of(&module, &tasks[i]))
+            .enumerate()
+            .map(|(d, &i)| share_of(&module, &tasks[i], bar(k + 1 + d)))
             .collect();
-        let allocated = budget.allocate(&share_of(&module, task), &rest);
+        let allocated = budget.allocate(&share_of(&module, task, bar(k)), &rest);
         if allocated == Some(0) {
             skipped.push(task.name.clone());
             continue;
         }
-        let replan = replan.as_ref().map(|o| match allocated {
-            Some(n) => o.clone().set("seed-schedules", "trials", n),
-            None => o.clone(),
+        let replan = replan.as_ref().map(|o| match (allocated, bar(k)) {
+            (Some(n), Some(effort)) => o
+                .clone()
+                .set("seed-schedules", "trials", n)
+                .set("seed-schedules", "hit-effort", effort.max(1)),
+            (Some(n), None) => o.clone().set("seed-schedules", "trials", n),
+            _ => o.clone(),
         });
-        let (report, best) = run.tune_task(task, &mut module, replan.as_ref(), observer)?;
+        let (mut report, best) = run.tune_task(task, &mut module, replan.as_ref(), observer)?;
+        if let (Some(allocated), Some(cold_share)) = (allocated, bar(k)) {
+            report.budget = Some(TaskBudget {
+                allocated,
+                cold_share,
+            });
+        }
         budget.spend(report.trials, report.wall_s);
         if let Some(best) = best {
             best_traces.insert(task.keys.exact, best);
@@ -296,12 +316,14 @@ fn seed_source(c: &Candidate) -> Value {
 }
 
 /// What the run budget knows about a task from its annotations: occurrences, FLOPs, the
-/// best exact candidate's latency (else the plan's goal), the seeds an exact hit measures.
-fn share_of(module: &Module, task: &Task) -> Share {
+/// best exact candidate's latency (else the plan's goal), and the seeds an exact hit
+/// measures when the hit may end the task: its record has `effort_bar` trials of search
+/// behind it (unknown effort counts as enough), or, without a bar, its plan says so.
+fn share_of(module: &Module, task: &Task, effort_bar: Option<u64>) -> Share {
     let f = module
         .function(&task.name)
         .expect("tasks name functions of the module");
-    let exact_best = f
+    let best_exact = f
         .attrs
         .get(CANDIDATES_ATTR)
         .and_then(Attr::as_list)
@@ -309,16 +331,23 @@ fn share_of(module: &Module, task: &Task) -> Share {
         .flatten()
         .filter_map(|a| CandidateRef::from_attr(a).ok())
         .filter(|c| c.tier.is_exact())
-        .map(|c| c.latency_s)
-        .min_by(f64::total_cmp);
+        .min_by(|a, b| a.latency_s.total_cmp(&b.latency_s));
     let plan = seed_plan(f).ok().flatten();
+    let exact_plan = plan.as_ref().filter(|p| p.tier.is_some_and(Tier::is_exact));
+    let final_hit = match (&best_exact, effort_bar) {
+        (Some(c), Some(bar)) => c.trials <= 0 || c.trials as u64 >= bar,
+        _ => exact_plan.is_some_and(|p| p.cached_latency_s.is_some()),
+    };
     Share {
         occurrences: task.occurrences,
         flops: task.features.flops,
-        latency_s: exact_best.or(plan.as_ref().and_then(|p| p.goal_latency_s)),
-        exact_seeds: plan
-            .filter(|p| p.cached_latency_s.is_some())
-            .map_or(0, |p| p.seeds.len() as u64),
+        latency_s: best_exact
+            .map(|c| c.latency_s)
+            .or(plan.as_ref().and_then(|p| p.goal_latency_s)),
+        exact_seeds: match exact_plan {
+            Some(p) if final_hit => p.seeds.len() as u64,
+            _ => 0,
+        },
     }
 }
 
@@ -620,6 +649,7 @@ impl Run<'_> {
                 PlanSource::Input
             },
             plan: seed_plan,
+            budget: None,
         };
         Ok((report, best))
     }

@@ -56,4 +56,4 @@ pub use build::{
 pub use config::{CostModel, RpcTracker, TuneConfig};
 pub use driver::{tune, TuneError};
 pub use observer::{Observer, Silent};
-pub use report::{PlanSource, Report, TaskReport};
+pub use report::{PlanSource, Report, TaskBudget, TaskReport};

@@ -49,6 +49,16 @@ pub struct TaskReport {
     /// The plan the task executed.
     pub plan: SeedPlan,
     pub plan_source: PlanSource,
+    /// Under a run budget: the trials the task was allocated at its turn, and the share a
+    /// cold run would give it (the effort an exact hit's record needs to be final).
+    pub budget: Option<TaskBudget>,
+}
+
+/// A task's part of a run budget (`budget.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskBudget {
+    pub allocated: u64,
+    pub cold_share: u64,
 }
 
 /// Where a task's executed plan came from.
@@ -193,6 +203,10 @@ impl Report {
                 "seed_modes": r.seed_modes,
                 "cost_model_warm_samples": r.cost_model_warm,
                 "prior_trials": r.prior_trials,
+                "budget": r.budget.map(|b| json!({
+                    "allocated": b.allocated,
+                    "cold_share": b.cold_share,
+                })),
                 "workload_hash": r.workload_hash.to_string(),
                 "seed_source": r.seed_source,
                 "history": r.history,
