@@ -9,9 +9,11 @@
 //! The policy ([`plan`]):
 //! - exact hits: seed with them, best first; if the best re-measures within `tolerance` of its
 //!   cached latency the task is done without search (the bridge checks), provided at
-//!   least as many trials of search stand behind it as this run would spend; a hit from a
-//!   shorter search resumes that search for the rest of the budget instead (so raising
-//!   `--trials-per-task` over a cache filled with short runs still buys better schedules);
+//!   least as many trials of search stand behind it as this run would spend on it
+//!   (`trials`, or under a run budget `hit_effort`: what a cold run would give it); a hit
+//!   from a shorter search resumes that search for the rest of the budget instead (so
+//!   raising `--trials-per-task` over a cache filled with short runs still buys better
+//!   schedules);
 //! - otherwise structural neighbours: their traces replay with tile repair;
 //! - otherwise family hits: anchor-trace transfer;
 //! - otherwise no seeds: a plain search.
