@@ -26,7 +26,11 @@ the same second, shows how much of the drift is the machine's, common to both sc
 and how much is the schedule's own.
 
 Rounds are --gap seconds apart, so the spread is the one an exact hit meets when it is
-checked in a later run. Per kind: median, min, max, spread ((max - min) / median) and the
+checked in a later run. The runner's measuring process persists across rounds, as it does
+across a run's tasks; with --fresh-runner every round measures in a new one (as a later
+run does), which separates what a process brings to a schedule's latency (where its buffers
+land, say) from the machine's load: within one process both schedules see the same
+process, so their ratio moves with the machine only. Per kind: median, min, max, spread ((max - min) / median) and the
 share of rounds within 5 % of the kind's median (what the default exact-hit tolerance
 asks). Also the bias the old cached latency had: the minimum of the `before` values (a
 search keeps its minimum) against the median of the `after` values.
@@ -96,6 +100,8 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--gap", type=float, default=30.0, help="seconds between rounds")
     p.add_argument("--repeats", type=int, default=5, help="fresh runs of a re-measurement")
+    p.add_argument("--fresh-runner", action="store_true",
+                   help="measure every round in a new runner process")
     p.add_argument("--out")
     args = p.parse_args()
     if args.rounds < 2 or args.repeats < 1 or args.gap < 0:
@@ -107,7 +113,11 @@ def main() -> int:
 
     from tgc_worker import pool
     from tgc_worker.replay import new_schedule
-    from tgc_worker.tvmutil import parse_target, physical_cores, target_num_cores
+    from tgc_worker.tvmutil import (default_runtime_threads, parse_target, physical_cores,
+                                    runtime_threads, target_num_cores)
+
+    # the runner process inherits it: the thread count tgc's worker measures with
+    default_runtime_threads()
 
     db = sqlite3.connect(f"file:{args.cache}?mode=ro", uri=True)
     name, wl, tjs, tg, cached = pick(db, args.task)
@@ -136,6 +146,8 @@ def main() -> int:
     for i in range(args.rounds):
         if i:
             time.sleep(args.gap)
+            if args.fresh_runner:
+                runner.shutdown()  # the next measurement starts a new process
         ((b,),) = measure(mods[:1], search)
         runs_a, runs_r = measure(mods, remeasure)
         a, r = statistics.median(runs_a), statistics.median(runs_r)
@@ -154,6 +166,8 @@ def main() -> int:
         "runner_up_cached_latency_s": cached[1],
         "rounds": args.rounds,
         "gap_s": args.gap,
+        "fresh_runner": args.fresh_runner,
+        "threads": runtime_threads(),
         "evaluator": {"number": 3, "min_repeat_ms": 100, "enable_cpu_cache_flush": False},
         "before": {"kind": "search measurement (repeat=1)", **summary(before)},
         "after": {"kind": f"re-measurement (median of repeat={args.repeats})", **summary(after)},
