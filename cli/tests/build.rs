@@ -116,6 +116,22 @@ print(float(np.max(np.abs(outs[0] - outs[1]))) / scale)
 }
 
 /// A copy of a closed cache file (its write-ahead log too, when one is left).
+/// `scripts/stock_apply.py ARGS` in the TVM venv: its JSON report.
+fn stock_apply(args: &[&str]) -> Value {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/stock_apply.py");
+    let out = Command::new(tgc_tvm::find_python().expect("the TVM venv"))
+        .arg(&script)
+        .args(args)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("report JSON")
+}
+
 fn copy_cache(from: &Path, to: &Path) {
     std::fs::copy(from, to).expect("cache copied");
     let wal = |p: &Path| PathBuf::from(format!("{}-wal", p.display()));
@@ -449,22 +465,8 @@ fn a_models_export_feeds_stock_compile_relax() {
     );
     assert!(lines("database_tuning_record.json") >= 2);
 
-    let python = tgc_tvm::find_python().expect("the TVM venv");
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/stock_apply.py");
-    let out = Command::new(python)
-        .arg(&script)
-        .arg(&fixture)
-        .arg(&db)
-        .arg("--target")
-        .arg(serde_json::to_string(&tuned["target"]).unwrap())
-        .output()
-        .expect("python runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let applied: Value = serde_json::from_slice(&out.stdout).expect("report JSON");
+    let target = serde_json::to_string(&tuned["target"]).unwrap();
+    let applied = stock_apply(&[s(&fixture), s(&db), "--target", &target]);
     assert_eq!(applied["schema"], "tgc.stock-apply/1");
     assert!(
         applied["tasks_extracted"].as_u64().unwrap() >= 2,
@@ -487,26 +489,31 @@ fn a_models_export_feeds_stock_compile_relax() {
 
     // Alternating mode: the same model from two databases (here both the export), timed in
     // alternating rounds in one process.
-    let out = Command::new(tgc_tvm::find_python().expect("the TVM venv"))
-        .arg(&script)
-        .arg(&fixture)
-        .arg(&db)
-        .args(["--against", s(&db), "--rounds", "3", "--runs", "2", "--target"])
-        .arg(serde_json::to_string(&tuned["target"]).unwrap())
-        .output()
-        .expect("python runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let alt: Value = serde_json::from_slice(&out.stdout).expect("report JSON");
+    let alt = stock_apply(&[
+        s(&fixture),
+        s(&db),
+        "--against",
+        s(&db),
+        "--rounds",
+        "3",
+        "--runs",
+        "2",
+        "--target",
+        &target,
+    ]);
     let a = &alt["alternating"];
     assert_eq!(a["rounds"], 3, "{alt}");
     for arm in [&a["a"], &a["b"]] {
         assert_eq!(arm["tasks_with_records"], 2, "{alt}");
-        assert_eq!(arm["scheduled_from_database"], applied["scheduled_from_database"]);
-        assert_eq!(arm["round_medians_ms"].as_array().unwrap().len(), 3, "{alt}");
+        assert_eq!(
+            arm["scheduled_from_database"],
+            applied["scheduled_from_database"]
+        );
+        assert_eq!(
+            arm["round_medians_ms"].as_array().unwrap().len(),
+            3,
+            "{alt}"
+        );
     }
     let ratios: Vec<f64> = a["ratios"]
         .as_array()
@@ -516,7 +523,10 @@ fn a_models_export_feeds_stock_compile_relax() {
         .collect();
     assert_eq!(ratios.len(), 3);
     assert!(ratios.iter().all(|r| r.is_finite() && *r > 0.0), "{alt}");
-    let (lo, hi) = (a["ratio_min"].as_f64().unwrap(), a["ratio_max"].as_f64().unwrap());
+    let (lo, hi) = (
+        a["ratio_min"].as_f64().unwrap(),
+        a["ratio_max"].as_f64().unwrap(),
+    );
     assert!(lo <= a["ratio_median"].as_f64().unwrap() && a["ratio_median"].as_f64().unwrap() <= hi);
     // TVM's runtime on the thread count tgc's worker uses (the physical cores)
     assert_eq!(

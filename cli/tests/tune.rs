@@ -382,7 +382,10 @@ fn a_run_budget_keeps_exact_hits_that_a_cold_run_would_not_search_longer() {
     assert!(budget(&tasks[0], "allocated") > 8, "{run}");
     assert_eq!(
         run["totals"]["trials"].as_u64().unwrap(),
-        tasks.iter().map(|t| t["seeds_tried"].as_u64().unwrap()).sum::<u64>(),
+        tasks
+            .iter()
+            .map(|t| t["seeds_tried"].as_u64().unwrap())
+            .sum::<u64>(),
         "only the seeds were measured: {run}"
     );
     let _ = std::fs::remove_dir_all(&dir);

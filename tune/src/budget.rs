@@ -245,7 +245,10 @@ mod tests {
         assert_eq!(b.cold_shares(&all), Some(vec![24, 8, 32]));
         // nothing known: an even split
         let none = [search(1, 0.0, None), search(1, 0.0, None)];
-        assert_eq!(Budget::new(Some(10), None).cold_shares(&none), Some(vec![5, 5]));
+        assert_eq!(
+            Budget::new(Some(10), None).cold_shares(&none),
+            Some(vec![5, 5])
+        );
     }
 
     #[test]

@@ -131,10 +131,11 @@ pub fn tune(
             continue;
         }
         let replan = replan.as_ref().map(|o| match (allocated, bar(k)) {
-            (Some(n), Some(effort)) => o
-                .clone()
-                .set("seed-schedules", "trials", n)
-                .set("seed-schedules", "hit-effort", effort.max(1)),
+            (Some(n), Some(effort)) => o.clone().set("seed-schedules", "trials", n).set(
+                "seed-schedules",
+                "hit-effort",
+                effort.max(1),
+            ),
             (Some(n), None) => o.clone().set("seed-schedules", "trials", n),
             _ => o.clone(),
         });
