@@ -133,9 +133,7 @@ impl SeedPolicy {
         patience: 3,
         seeded_patience: 1,
     };
-}
 
-impl SeedPolicy {
     /// The effort that makes an exact hit final: `hit_effort` when set, never more than the
     /// trials this run may spend on the task.
     pub fn effort_bar(&self) -> i64 {
@@ -149,8 +147,14 @@ impl SeedPolicy {
     /// Whether an exact hit whose record has `effort` trials behind it (0: unknown) may end
     /// the task under this policy.
     pub fn hit_is_final(&self, effort: i64) -> bool {
-        effort <= 0 || effort >= self.effort_bar()
+        effort_suffices(effort, self.effort_bar())
     }
+}
+
+/// Whether a record with `effort` trials of search behind it (0 or less: unknown, as in
+/// MetaSchedule imports, which counts as enough) meets `bar`.
+pub fn effort_suffices(effort: i64, bar: i64) -> bool {
+    effort <= 0 || effort >= bar
 }
 
 impl Default for SeedPolicy {

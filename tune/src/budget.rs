@@ -100,22 +100,12 @@ impl Budget {
     pub fn cold_shares(&self, all: &[Share]) -> Option<Vec<u64>> {
         let total = self.total()? as f64;
         let rate = median_rate(all.iter());
-        let weights: Vec<f64> = all
-            .iter()
-            .map(|s| s.occurrences.max(1) as f64 * latency(s, rate))
-            .collect();
+        let weights: Vec<f64> = all.iter().map(|s| weight(s, rate)).collect();
         let sum: f64 = weights.iter().sum();
         Some(
             weights
                 .iter()
-                .map(|w| {
-                    let share = if sum > 0.0 {
-                        w / sum
-                    } else {
-                        1.0 / all.len() as f64
-                    };
-                    (total * share).round() as u64
-                })
+                .map(|&w| (total * fraction(w, sum, all.len())).round() as u64)
                 .collect(),
         )
     }
@@ -125,24 +115,33 @@ impl Budget {
     pub fn allocate(&self, this: &Share, rest: &[Share]) -> Option<u64> {
         let left = self.remaining()?;
         let rate = median_rate(std::iter::once(this).chain(rest));
-        let weight = |s: &Share| s.occurrences.max(1) as f64 * latency(s, rate);
         // Later exact hits are charged their seeds; later searches share by weight.
         let reserved: u64 = rest.iter().map(|s| s.exact_seeds).sum();
         let pool = left.saturating_sub(reserved);
         let others: f64 = rest
             .iter()
             .filter(|s| s.exact_seeds == 0)
-            .map(&weight)
+            .map(|s| weight(s, rate))
             .sum();
-        let own = weight(this);
-        let share = if own + others > 0.0 {
-            own / (own + others)
-        } else {
-            1.0 / (1 + rest.len()) as f64
-        };
+        let own = weight(this, rate);
+        let share = fraction(own, own + others, 1 + rest.len());
         let trials = (pool as f64 * share).round() as u64;
         // An exact hit needs its seeds even when the others' weight leaves it nothing.
         Some(trials.max(this.exact_seeds).min(left))
+    }
+}
+
+/// A task's weight: occurrences times latency (MetaSchedule's gradient scheduler's objective).
+fn weight(s: &Share, rate: Option<f64>) -> f64 {
+    s.occurrences.max(1) as f64 * latency(s, rate)
+}
+
+/// `own`'s part of `sum`; an even split among `count` when nothing weighs.
+fn fraction(own: f64, sum: f64, count: usize) -> f64 {
+    if sum > 0.0 {
+        own / sum
+    } else {
+        1.0 / count as f64
     }
 }
 

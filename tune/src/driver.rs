@@ -18,7 +18,7 @@ use tgc_canonicalize::{extract_annotated_tasks, Task, TaskKey};
 use tgc_ir::{Attr, Module};
 use tgc_passes::annotate_cache::{CANDIDATES_ATTR, WORKLOAD_HASH_ATTR};
 use tgc_passes::seed_schedules::{seed_plan, SEED_PLAN_ATTR};
-use tgc_passes::seeding::{CandidateRef, Outcome, SeedPlan, Tier};
+use tgc_passes::seeding::{effort_suffices, CandidateRef, Outcome, SeedPlan, Tier};
 use tgc_passes::target::resolve_target;
 use tgc_passes::{Instrumentation, PassManager};
 use tgc_pipelines::{build_pipeline_with, Overrides};
@@ -130,13 +130,13 @@ pub fn tune(
             skipped.push(task.name.clone());
             continue;
         }
+        // (a limited budget gives both an allocation and a cold share; no budget, neither)
         let replan = replan.as_ref().map(|o| match (allocated, bar(k)) {
             (Some(n), Some(effort)) => o.clone().set("seed-schedules", "trials", n).set(
                 "seed-schedules",
                 "hit-effort",
                 effort.max(1),
             ),
-            (Some(n), None) => o.clone().set("seed-schedules", "trials", n),
             _ => o.clone(),
         });
         let (mut report, best) = run.tune_task(task, &mut module, replan.as_ref(), observer)?;
@@ -336,7 +336,7 @@ fn share_of(module: &Module, task: &Task, effort_bar: Option<u64>) -> Share {
     let plan = seed_plan(f).ok().flatten();
     let exact_plan = plan.as_ref().filter(|p| p.tier.is_some_and(Tier::is_exact));
     let final_hit = match (&best_exact, effort_bar) {
-        (Some(c), Some(bar)) => c.trials <= 0 || c.trials as u64 >= bar,
+        (Some(c), Some(bar)) => effort_suffices(c.trials, bar as i64),
         _ => exact_plan.is_some_and(|p| p.cached_latency_s.is_some()),
     };
     Share {
