@@ -2,7 +2,7 @@
 # The main job of README.md: tune the bundled Keras ResNet-50 (ONNX) with TVM MetaSchedule
 # through tgc, twice, on a fresh cache. The first run searches (its later tasks already
 # profit from the records of earlier ones); the second finds the tasks in the cache, measures
-# the cached schedules first and stops at an exact hit, then builds the whole model and
+# the best cached schedule first and stops at an exact hit, then builds the whole model and
 # checks its outputs against an untuned build.
 #
 # A short budget, so that it finishes in minutes on 2 cores: the 3 most frequent tasks,

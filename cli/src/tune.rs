@@ -32,7 +32,7 @@ pub struct TuneArgs {
     #[arg(long, default_value_t = SeedPolicy::DEFAULT.trials)]
     trials_per_task: i64,
     /// A trial budget for the whole model instead of per task: each task gets its share of
-    /// what is left by occurrences times current best latency; exact hits cost their seeds,
+    /// what is left by occurrences times current best latency; exact hits cost one trial,
     /// and what a task leaves unspent goes to the tasks after it.
     #[arg(long, value_name = "N")]
     trials: Option<u64>,

@@ -8,12 +8,13 @@
 //! weighs tasks by; unlike it, tgc tunes one task after another, so each task gets, when its
 //! turn comes, its share of what is left:
 //!
-//! - a task whose plan may end on an exact hit is expected to cost only its seeds; the
+//! - a task whose plan may end on an exact hit is expected to cost one trial (the worker
+//!   measures the best exact seed alone first, the other seeds only after a miss); the
 //!   tasks after it are charged that much, and when the hit sticks the rest of its share
 //!   flows to them;
 //! - any task that stops early (exact hit, patience) leaves its unspent trials to the
 //!   tasks after it, which share them by weight;
-//! - an exact hit is final (costs only its seeds) when its record has at least as much
+//! - an exact hit is final (costs its one seed) when its record has at least as much
 //!   search behind it as a cold run would give the task ([`Budget::cold_shares`]: the run's
 //!   budget by weight, every task a search); the allocation a hit gets at its turn is
 //!   inflated by what earlier hits left, which is no reason to search it again;
@@ -31,7 +32,8 @@ pub struct Share {
     pub flops: f64,
     /// Its best known latency on this target: a cached exact hit, or the neighbours' goal.
     pub latency_s: Option<f64>,
-    /// Its plan may end on an exact hit after measuring this many seeds (0: a search).
+    /// Its plan may end on an exact hit after measuring this many trials (its best exact
+    /// seed: 1; 0: a search).
     pub exact_seeds: u64,
 }
 
@@ -115,7 +117,7 @@ impl Budget {
     pub fn allocate(&self, this: &Share, rest: &[Share]) -> Option<u64> {
         let left = self.remaining()?;
         let rate = median_rate(std::iter::once(this).chain(rest));
-        // Later exact hits are charged their seeds; later searches share by weight.
+        // Later exact hits are charged their seed; later searches share by weight.
         let reserved: u64 = rest.iter().map(|s| s.exact_seeds).sum();
         let pool = left.saturating_sub(reserved);
         let others: f64 = rest
@@ -126,7 +128,7 @@ impl Budget {
         let own = weight(this, rate);
         let share = fraction(own, own + others, 1 + rest.len());
         let trials = (pool as f64 * share).round() as u64;
-        // An exact hit needs its seeds even when the others' weight leaves it nothing.
+        // An exact hit needs its seed even when the others' weight leaves it nothing.
         Some(trials.max(this.exact_seeds).min(left))
     }
 }

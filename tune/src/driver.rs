@@ -317,8 +317,8 @@ fn seed_source(c: &Candidate) -> Value {
 }
 
 /// What the run budget knows about a task from its annotations: occurrences, FLOPs, the
-/// best exact candidate's latency (else the plan's goal), and the seeds an exact hit
-/// measures when the hit may end the task: its record has `effort_bar` trials of search
+/// best exact candidate's latency (else the plan's goal), and the one trial an exact hit
+/// costs (the worker measures its best exact seed alone first) when the hit may end the task: its record has `effort_bar` trials of search
 /// behind it (unknown effort counts as enough), or, without a bar, its plan says so.
 fn share_of(module: &Module, task: &Task, effort_bar: Option<u64>) -> Share {
     let f = module
@@ -346,7 +346,7 @@ fn share_of(module: &Module, task: &Task, effort_bar: Option<u64>) -> Share {
             .map(|c| c.latency_s)
             .or(plan.as_ref().and_then(|p| p.goal_latency_s)),
         exact_seeds: match exact_plan {
-            Some(p) if final_hit => p.seeds.len() as u64,
+            Some(p) if final_hit => p.seeds.len().min(1) as u64,
             _ => 0,
         },
     }

@@ -238,11 +238,14 @@ class TestTunePool(unittest.TestCase):
         self.assertEqual(hit["exact_seed_remeasured_s"], 2.0)
         self.assertEqual(hit["exact_windows_s"], [2.0], "the first window hit")
         self.assertEqual(hit["stopped"], "exact_hit", hit)
-        self.assertEqual(hit["trials"], hit["seeds_measured"])
+        # the best exact seed is measured alone; the hit leaves the other unmeasured
+        self.assertEqual((hit["trials"], hit["seeds_measured"]), (1, 1), hit)
+        self.assertEqual(hit["history"][0]["trials"], 1, hit["history"])
         self.assertEqual(hit["records"][0]["median_s"], 2.0)
-        self.assertTrue(hit["records"][0]["remeasured"])
-        # only the hit is offered re-measured: the other seed keeps its search measurement
-        self.assertEqual([r["remeasured"] for r in hit["records"]], [True, False])
+        self.assertEqual([r["remeasured"] for r in hit["records"]], [True])
+        # a miss measures the other seed as a second batch, then searches
+        self.assertEqual(miss["seeds_measured"], 2, miss)
+        self.assertEqual([h["trials"] for h in miss["history"]], [1, 2], miss["history"])
 
     def test_a_window_in_a_burst_of_load_is_followed_by_another(self):
         """A first window slowed down by other work on the machine does not decide: the

@@ -208,7 +208,10 @@ class SeededSearch(PySearchStrategy):
         self.state = state
         self.ctx = None
         self.seeds_done = False
-        self.seed_batch: list | None = None  # modes of the pending seed candidates
+        self.seed_batch: list | None = None  # modes of the seed candidates being measured
+        # the seeds measured after the best exact one when it misses: (candidates, modes)
+        self.pending_seeds: tuple[list, list] | None = None
+        self.exact_checked = False
         self.exact_seed_means: list[float] = []
 
     # ---- forwarding
@@ -291,9 +294,22 @@ class SeededSearch(PySearchStrategy):
                 f"{self.ctx.task_name}: {len(cands)} seed candidates "
                 f"({st.seeds_failed} failed to replay, {st.seeds_duplicate} duplicates)"
             )
+            modes = self.seed_batch
+            if self.cached_latency_s is not None and "exact" in modes and len(cands) > 1:
+                # An exact hit costs one trial: the best exact seed (the plan lists the
+                # task's own records fastest first) is measured and checked alone; the
+                # other seeds follow as a second batch only when it misses.
+                i = modes.index("exact")
+                self.pending_seeds = (cands[:i] + cands[i + 1:], modes[:i] + modes[i + 1:])
+                self.seed_batch = ["exact"]
+                return [cands[i]]
             if cands:
                 return cands
             self.seed_batch = None
+        if self.pending_seeds is not None:
+            cands, self.seed_batch = self.pending_seeds
+            self.pending_seeds = None
+            return cands
         remaining = self.max_trials - st.trials
         if remaining <= 0:
             st.stopped = "budget"
@@ -340,13 +356,14 @@ class SeededSearch(PySearchStrategy):
         if self.seed_batch is not None:
             modes = self.seed_batch
             self.seed_batch = None
-            st.seeds_measured = len(results)
-            st.seed_best_s = batch_best
+            st.seeds_measured += len(results)
+            st.seed_best_s = min(st.seed_best_s, batch_best)
             exact = [
                 (m, c) for m, c, mode in zip(means, measure_candidates, modes) if mode == "exact"
             ]
             exact = [x for x in exact if x[0] < math.inf]
-            if self.cached_latency_s is not None and exact:
+            if self.cached_latency_s is not None and exact and not self.exact_checked:
+                self.exact_checked = True
                 self._check_exact_hit(min(exact, key=lambda x: x[0])[1])
             self._close_round_timing()
             _log(f"{self.ctx.task_name}: seeds measured, best {batch_best:.3e} s")
