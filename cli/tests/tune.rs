@@ -136,26 +136,41 @@ fn tune_writes_back_and_the_second_run_hits_the_cache() {
     assert_output_check(&second["end_to_end"]);
 
     // A run budget over the model: the later exact hit is charged its one trial, the first
-    // task gets the rest; both hits stick, so the run spends less than the budget.
+    // task gets the rest; both hits stick, so the run spends less than the budget. The
+    // budget is the least search the first run gave a task: no task's cold share can
+    // exceed it, whatever the tasks' latencies, so both records have enough search behind
+    // them.
+    let effort = first["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .map(|t| t["trials"].as_u64().unwrap())
+        .min()
+        .unwrap();
+    assert!(
+        effort >= 2,
+        "the first run searched each task at least twice: {first}"
+    );
+    let budget = effort.to_string();
     let budgeted = tune_model(
         &dir,
         "small.tgc",
         "budget.json",
         "3",
-        &["--no-measure", "--trials", "5"],
+        &["--no-measure", "--trials", &budget],
     );
-    assert_eq!(budgeted["budget"]["trials"], 5, "{budgeted}");
+    assert_eq!(budgeted["budget"]["trials"], effort, "{budgeted}");
     let tasks = budgeted["tasks"].as_array().expect("tasks");
     assert_eq!(tasks.len(), 2);
     assert_eq!(
         tasks[0]["plan"]["trials"].as_u64().unwrap(),
-        4,
-        "5 less the later hit's one trial: {budgeted}"
+        effort - 1,
+        "the budget less the later hit's one trial: {budgeted}"
     );
     for t in tasks {
         assert_eq!(t["stopped"], "exact_hit", "{t}");
     }
-    assert!(budgeted["totals"]["trials"].as_u64().unwrap() <= 5);
+    assert!(budgeted["totals"]["trials"].as_u64().unwrap() <= effort);
 
     // The plan `tgc opt` prints with the tgc-cpu passes (here with this test's budget and
     // tolerance: tgc tune sets them from its flags) is the plan `tgc tune` then executes.
@@ -377,12 +392,18 @@ fn a_run_budget_keeps_exact_hits_that_a_cold_run_would_not_search_longer() {
         .as_array()
         .expect("tasks")
         .iter()
-        .map(|t| t["best_latency_s"].as_f64().unwrap_or_else(|| panic!("{t}")))
+        .map(|t| {
+            t["best_latency_s"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{t}"))
+        })
         .collect();
     let n = EFFORT + 2;
     let sum: f64 = bests.iter().sum();
     assert!(
-        bests.iter().all(|b| n as f64 * (b / sum) < EFFORT as f64 + 0.4),
+        bests
+            .iter()
+            .all(|b| n as f64 * (b / sum) < EFFORT as f64 + 0.4),
         "the first run's bests {bests:?} are too far apart for {n} trials to keep both cold \
          shares at {EFFORT}: {first}"
     );
@@ -397,7 +418,10 @@ fn a_run_budget_keeps_exact_hits_that_a_cold_run_would_not_search_longer() {
     assert_eq!(tasks.len(), 2, "{run}");
     let budget = |t: &Value, k: &str| t["budget"][k].as_u64().unwrap_or_else(|| panic!("{t}"));
     let cold: u64 = tasks.iter().map(|t| budget(t, "cold_share")).sum();
-    assert!((n - 1..=n + 1).contains(&cold), "the shares of {n} trials: {run}");
+    assert!(
+        (n - 1..=n + 1).contains(&cold),
+        "the shares of {n} trials: {run}"
+    );
     for t in tasks {
         assert!(budget(t, "cold_share") <= EFFORT, "{t}");
         assert_eq!(t["stopped"], "exact_hit", "{t}");

@@ -172,7 +172,11 @@ class TuneState:
 
 @derived_object
 class SeededSearch(PySearchStrategy):
-    """Forward everything to an inner EvolutionarySearch; the first batch is the seeds.
+    """Forward everything to an inner EvolutionarySearch; the first batches are the seeds.
+
+    With a cached latency to check (an exact plan) the first batch is the best exact seed
+    alone: a hit then costs one trial. On a miss the other seeds follow as a second batch;
+    without an exact bar every seed goes in the first batch.
 
     Stops (generate_measure_candidates returns None) on an exact hit, when the best has not
     improved for `patience_rounds` search rounds, or when `max_trials` are measured. With a
