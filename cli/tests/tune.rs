@@ -140,9 +140,7 @@ fn tune_writes_back_and_the_second_run_hits_the_cache() {
     // budget is the least search the first run gave a task: no task's cold share can
     // exceed it, whatever the tasks' latencies, so both records have enough search behind
     // them.
-    let effort = first["tasks"]
-        .as_array()
-        .expect("tasks")
+    let effort = tasks
         .iter()
         .map(|t| t["trials"].as_u64().unwrap())
         .min()
