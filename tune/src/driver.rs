@@ -1,7 +1,7 @@
 //! The run: partition and key the model, then per task lower, look up, plan, tune and write
 //! back, then build and measure the whole model.
 
-use crate::budget::{Budget, Share};
+use crate::budget::{capped, hit_bar, Budget, Share};
 use crate::config::{CostModel, TuneConfig};
 use crate::observer::Observer;
 use crate::report::{PlanSource, Report, TaskBudget, TaskReport};
@@ -109,15 +109,17 @@ pub fn tune(
     // Best trace per exact key, for the final build.
     let mut best_traces: HashMap<TaskKey, Value> = HashMap::new();
     let mut skipped = Vec::new();
-    // Under a run budget, the share a cold run would give each task is the effort an exact
-    // hit's record needs behind it to be final (budget.rs).
+    // Under a run budget, the share a cold run would give each task is, short of less than
+    // a search round, the effort an exact hit's record needs behind it to be final
+    // (budget.rs).
     let cold = budget.cold_shares(
         &order
             .iter()
             .map(|&i| share_of(&module, &tasks[i], None))
             .collect::<Vec<_>>(),
     );
-    let bar = |k: usize| cold.as_ref().map(|c| c[k]);
+    let per_round = config.trials_per_round.max(1) as u64;
+    let bar = |k: usize| cold.as_ref().map(|c| hit_bar(c[k], per_round));
     for (k, &ti) in order.iter().enumerate() {
         let task = &tasks[ti];
         let rest: Vec<Share> = order[k + 1..]
@@ -125,7 +127,9 @@ pub fn tune(
             .enumerate()
             .map(|(d, &i)| share_of(&module, &tasks[i], bar(k + 1 + d)))
             .collect();
-        let allocated = budget.allocate(&share_of(&module, task, bar(k)), &rest);
+        let allocated = budget
+            .allocate(&share_of(&module, task, bar(k)), &rest)
+            .map(|n| cold.as_ref().map_or(n, |c| capped(n, c[k])));
         if allocated == Some(0) {
             skipped.push(task.name.clone());
             continue;
@@ -140,7 +144,7 @@ pub fn tune(
             _ => o.clone(),
         });
         let (mut report, best) = run.tune_task(task, &mut module, replan.as_ref(), observer)?;
-        if let (Some(allocated), Some(cold_share)) = (allocated, bar(k)) {
+        if let (Some(allocated), Some(cold_share)) = (allocated, cold.as_ref().map(|c| c[k])) {
             report.budget = Some(TaskBudget {
                 allocated,
                 cold_share,
