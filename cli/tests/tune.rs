@@ -160,7 +160,9 @@ fn tune_writes_back_and_the_second_run_hits_the_cache() {
     assert_eq!(budgeted["budget"]["trials"], effort, "{budgeted}");
     let tasks = budgeted["tasks"].as_array().expect("tasks");
     assert_eq!(tasks.len(), 2);
-    let cold_share = tasks[0]["budget"]["cold_share"].as_u64().expect("cold share");
+    let cold_share = tasks[0]["budget"]["cold_share"]
+        .as_u64()
+        .expect("cold share");
     assert_eq!(
         tasks[0]["plan"]["trials"].as_u64().unwrap(),
         (effort - 1).min(2 * cold_share).max(1),
@@ -405,6 +407,15 @@ fn a_run_budget_keeps_exact_hits_that_a_cold_run_would_not_search_longer() {
     let heavier = if bests[0] >= bests[1] { 0 } else { 1 };
     let name = |i: usize| first["tasks"][i]["name"].as_str().unwrap().to_string();
     let budget = |t: &Value, k: &str| t["budget"][k].as_u64().unwrap_or_else(|| panic!("{t}"));
+    let budgeted = |report: &str, n: u64| {
+        tune_model(
+            &dir,
+            "small.tgc",
+            report,
+            &EFFORT.to_string(),
+            &["--no-measure", "--trials", &n.to_string()],
+        )
+    };
     let task = |run: &Value, want: &str| -> Value {
         run["tasks"]
             .as_array()
@@ -418,13 +429,7 @@ fn a_run_budget_keeps_exact_hits_that_a_cold_run_would_not_search_longer() {
     // The heavier task's cold share is 13 or 14 (14.4 / f rounded down puts it in
     // (14.4 - f, 14.4]): more than its records' 12 trials, less than a round more.
     let n = (14.4 / f).floor() as u64;
-    let run = tune_model(
-        &dir,
-        "small.tgc",
-        "budget.json",
-        &EFFORT.to_string(),
-        &["--no-measure", "--trials", &n.to_string()],
-    );
+    let run = budgeted("budget.json", n);
     let tasks = run["tasks"].as_array().expect("tasks");
     assert_eq!(tasks.len(), 2, "{run}");
     let cold: u64 = tasks.iter().map(|t| budget(t, "cold_share")).sum();
@@ -457,13 +462,7 @@ fn a_run_budget_keeps_exact_hits_that_a_cold_run_would_not_search_longer() {
     // effort (16.5 / f rounded up gives a share of at least 16.5, so 17 or more): that
     // task resumes its search from the hit.
     let n = (16.5 / f).ceil() as u64;
-    let more = tune_model(
-        &dir,
-        "small.tgc",
-        "more.json",
-        &EFFORT.to_string(),
-        &["--no-measure", "--trials", &n.to_string()],
-    );
+    let more = budgeted("more.json", n);
     let t = task(&more, &name(heavier));
     assert!(budget(&t, "cold_share") >= EFFORT + ROUND + 2, "{t}");
     assert_eq!(t["tier"], "exact", "{t}");

@@ -127,9 +127,10 @@ pub fn tune(
             .enumerate()
             .map(|(d, &i)| share_of(&module, &tasks[i], bar(k + 1 + d)))
             .collect();
+        let cold_share = cold.as_ref().map(|c| c[k]);
         let allocated = budget
             .allocate(&share_of(&module, task, bar(k)), &rest)
-            .map(|n| cold.as_ref().map_or(n, |c| capped(n, c[k])));
+            .map(|n| cold_share.map_or(n, |c| capped(n, c)));
         if allocated == Some(0) {
             skipped.push(task.name.clone());
             continue;
@@ -144,7 +145,7 @@ pub fn tune(
             _ => o.clone(),
         });
         let (mut report, best) = run.tune_task(task, &mut module, replan.as_ref(), observer)?;
-        if let (Some(allocated), Some(cold_share)) = (allocated, cold.as_ref().map(|c| c[k])) {
+        if let (Some(allocated), Some(cold_share)) = (allocated, cold_share) {
             report.budget = Some(TaskBudget {
                 allocated,
                 cold_share,
