@@ -312,6 +312,7 @@ fn assert_plan_eq(ir: &tgc_passes::seeding::SeedPlan, report: &Value, task: &str
         "patience": ir.patience,
         "tolerance": ir.tolerance,
         "cached_latency_s": ir.cached_latency_s,
+        "control_latency_s": ir.control_latency_s,
         "prior_trials": ir.prior_trials,
         "hit_trials": ir.hit_trials,
         "goal_latency_s": ir.goal_latency_s,

@@ -175,6 +175,12 @@ pub struct SeedPlan {
     pub tolerance: f64,
     /// The best exact hit's cached latency: the bar for finishing without search.
     pub cached_latency_s: Option<f64>,
+    /// With `cached_latency_s`: the cached latency of the runner-up exact seed (the second
+    /// seed, a record of the same workload), the control of the hit check. A hit that
+    /// re-measures slower than cached by more than the tolerance still ends the task when
+    /// the control re-measures slower by as much: the machine runs this workload slower
+    /// now (docs/tuning.md), the schedule has not lost its lead.
+    pub control_latency_s: Option<f64>,
     /// Trials already spent on this very task in earlier runs (the best exact hit's
     /// effort), when the search resumes from it; 0 otherwise.
     pub prior_trials: i64,
@@ -228,6 +234,14 @@ pub fn plan(candidates: &[CandidateRef], task_flops: Option<f64>, policy: &SeedP
     };
     // Neighbours' latencies are of other tasks: scaled by work, the best FLOP rate they
     // reached is the goal.
+    // The control: the second seed, when the hit is the first (the worker checks the first
+    // exact seed and controls with the next).
+    let control_latency_s = match chosen.as_slice() {
+        [hit, next, ..] if cached_latency_s == Some(hit.latency_s) && next.latency_s > 0.0 => {
+            Some(next.latency_s)
+        }
+        _ => None,
+    };
     let neighbours = tier.is_some_and(|t| !t.is_exact());
     let goal_latency_s = match task_flops {
         Some(flops) if neighbours && flops > 0.0 => chosen
@@ -248,6 +262,7 @@ pub fn plan(candidates: &[CandidateRef], task_flops: Option<f64>, policy: &SeedP
         },
         tolerance: policy.tolerance,
         cached_latency_s,
+        control_latency_s,
         prior_trials,
         hit_trials,
         goal_latency_s,
@@ -289,6 +304,9 @@ impl SeedPlan {
         if let Some(l) = self.cached_latency_s {
             d.insert("cached_latency_s".into(), Attr::Float(l));
         }
+        if let Some(l) = self.control_latency_s {
+            d.insert("control_latency_s".into(), Attr::Float(l));
+        }
         if self.prior_trials > 0 {
             d.insert("prior_trials".into(), Attr::Int(self.prior_trials));
         }
@@ -303,13 +321,14 @@ impl SeedPlan {
 
     pub fn from_attr(a: &Attr) -> Result<SeedPlan, String> {
         let d = a.as_dict().ok_or("a seed plan must be a dictionary")?;
-        const FIELDS: [&str; 9] = [
+        const FIELDS: [&str; 10] = [
             "tier",
             "seeds",
             "trials",
             "patience",
             "tolerance",
             "cached_latency_s",
+            "control_latency_s",
             "prior_trials",
             "hit_trials",
             "goal_latency_s",
@@ -362,6 +381,14 @@ impl SeedPlan {
             patience,
             tolerance,
             cached_latency_s: d.get("cached_latency_s").and_then(Attr::as_float),
+            control_latency_s: match d.get("control_latency_s") {
+                None => None,
+                Some(a) => Some(
+                    a.as_float()
+                        .filter(|l| *l > 0.0)
+                        .ok_or("seed plan's 'control_latency_s' must be a positive number")?,
+                ),
+            },
             prior_trials: optional_count(d, "prior_trials")?,
             hit_trials: optional_count(d, "hit_trials")?,
             goal_latency_s: match d.get("goal_latency_s") {
@@ -448,6 +475,53 @@ mod tests {
         assert_eq!(SeedPlan::from_attr(&p.to_attr()).unwrap(), p);
         let c = with_trials(cand("exact", "a", 1e-4), 10);
         assert_eq!(CandidateRef::from_attr(&c.to_attr()).unwrap(), c);
+    }
+
+    #[test]
+    fn a_final_hit_carries_its_runner_up_as_the_control() {
+        let policy = SeedPolicy::default(); // 64 trials
+        let full = |c| with_trials(c, 64);
+        let p = plan(
+            &[
+                full(cand("exact", "a", 1e-4)),
+                full(cand("exact", "b", 1.3e-4)),
+            ],
+            None,
+            &policy,
+        );
+        assert_eq!(
+            (p.cached_latency_s, p.control_latency_s),
+            (Some(1e-4), Some(1.3e-4))
+        );
+        assert_eq!(SeedPlan::from_attr(&p.to_attr()).unwrap(), p);
+        // one record: nothing to control with
+        let p = plan(&[full(cand("exact", "a", 1e-4))], None, &policy);
+        assert_eq!(p.control_latency_s, None);
+        // a hit that resumes its search is not checked, so it has no control
+        let p = plan(
+            &[
+                with_trials(cand("exact", "a", 1e-4), 8),
+                full(cand("exact", "b", 1.3e-4)),
+            ],
+            None,
+            &policy,
+        );
+        assert_eq!((p.cached_latency_s, p.control_latency_s), (None, None));
+        // neighbours have no hit and no control
+        let p = plan(
+            &[cand("structural", "s", 1e-4), cand("structural", "t", 2e-4)],
+            None,
+            &policy,
+        );
+        assert_eq!(p.control_latency_s, None);
+        // a plan in the IR with a control that is not a positive number is an error
+        let mut d = p.to_attr().as_dict().unwrap().clone();
+        d.insert("control_latency_s".into(), Attr::str("fast"));
+        let e = SeedPlan::from_attr(&Attr::Dict(d)).unwrap_err();
+        assert!(
+            e.contains("'control_latency_s' must be a positive number"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use tgc_cache::Toolchain;
 use tgc_passes::seeding::{tier_name, SeedPlan, Tier};
 use tgc_tvm::{
-    BuildResult, ReplayMode, RpcDevices, RpcTracker, RunnerSettings, StopReason, Trials, TuneRound,
+    BuildResult, ExactControl, ReplayMode, RpcDevices, RpcTracker, RunnerSettings, StopReason,
+    Trials, TuneRound,
 };
 
 /// What happened to one task.
@@ -27,6 +28,8 @@ pub struct TaskReport {
     pub stopped: StopReason,
     /// The median of each window of the exact-hit check (empty: no check ran).
     pub exact_windows_s: Vec<f64>,
+    /// The drift control of an exact-hit check that missed in every window.
+    pub exact_control: Option<ExactControl>,
     /// The timing settings the worker measured with.
     pub runner: RunnerSettings,
     pub wall_s: f64,
@@ -91,6 +94,7 @@ fn plan_json(p: &SeedPlan) -> Value {
         "patience": p.patience,
         "tolerance": p.tolerance,
         "cached_latency_s": p.cached_latency_s,
+        "control_latency_s": p.control_latency_s,
         "prior_trials": p.prior_trials,
         "hit_trials": p.hit_trials,
         "goal_latency_s": p.goal_latency_s,
@@ -196,6 +200,7 @@ impl Report {
                 "best_latency_s": r.best_s,
                 "stopped": r.stopped.as_str(),
                 "exact_windows_s": r.exact_windows_s,
+                "exact_control": r.exact_control,
                 "runner": r.runner,
                 "wall_s": r.wall_s,
                 "records_written": r.written,

@@ -15,11 +15,11 @@ mod worker;
 pub use json::{module_json, op_schema, task_json, OP_SCHEMA_PATH};
 pub use protocol::{
     Applied, BenchRequest, BenchResult, BuildRecord, BuildRecords, BuildRequest, BuildResult,
-    Built, CostModelKind, CostModelReport, ExportRequest, HelloResult, InputRole, Latency,
-    LatencyRange, LowerRequest, LowerResult, ModelInput, PrepareResult, RecordOrigin, ReplayMode,
-    ReplayOutcome, ReplayRequest, ReplayResult, RpcDevices, RpcDevicesRequest, RpcTracker,
-    RunnerSettings, SampleRequest, SampleResult, Seed, StopReason, TargetResult, Tolerance, Trials,
-    TuneRecord, TuneRequest, TuneResult, TuneRound, PROTOCOL,
+    Built, CostModelKind, CostModelReport, ExactControl, ExportRequest, HelloResult, InputRole,
+    Latency, LatencyRange, LowerRequest, LowerResult, ModelInput, PrepareResult, RecordOrigin,
+    ReplayMode, ReplayOutcome, ReplayRequest, ReplayResult, RpcDevices, RpcDevicesRequest,
+    RpcTracker, RunnerSettings, SampleRequest, SampleResult, Seed, StopReason, TargetResult,
+    Tolerance, Trials, TuneRecord, TuneRequest, TuneResult, TuneRound, PROTOCOL,
 };
 pub use worker::{
     decode_result, find_python, worker_dir, BridgeError, Timeouts, Versions, Worker, WorkerConfig,

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 /// the measurements that failed (`failed_runs`, `run_errors`); the method `rpc_devices`.
 /// 9: every latency names the TVM runtime threads it was measured with (`threads`), and
 /// the worker runs TVM's CPU thread pool on the physical cores unless told otherwise.
-pub const PROTOCOL: u64 = 9;
+pub const PROTOCOL: u64 = 10;
 
 /// Trials: measured candidates. One type for every count of them.
 pub type Trials = u64;
@@ -235,6 +235,23 @@ pub struct SampleResult {
 
 // ---- tune ---------------------------------------------------------------------------------
 
+/// The drift control of the exact-hit check: when the best exact seed re-measured slower
+/// than its cached latency by more than the tolerance in every window, the runner-up record
+/// of the same workload is re-measured too. Both drifts are the pooled median of the fresh
+/// runs over the cached latency; the hit holds when its drift is at most the control's times
+/// (1 + tolerance): the machine runs the workload slower now, not this schedule alone.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExactControl {
+    /// The control's cached latency.
+    pub cached_s: f64,
+    /// The median of each of the control's windows.
+    pub windows_s: Vec<f64>,
+    pub control_drift: f64,
+    pub hit_drift: f64,
+    pub held: bool,
+}
+
 /// Why a `tune` call stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -291,6 +308,11 @@ pub struct TuneRequest {
     /// Optional: the cached mean latency of the exact-hit record, when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cached_latency_s: Option<f64>,
+    /// Optional, with `cached_latency_s`: the cached latency of the runner-up exact seed,
+    /// the control of the hit check (a hit that misses in every window still ends the task
+    /// when the control re-measured slower by as much).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub control_latency_s: Option<f64>,
     /// Optional: the latency at which more search is not expected to pay (neighbour seeds:
     /// the FLOP rate their source tasks reached); reaching it within `exact_tolerance` stops.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -550,6 +572,10 @@ pub struct TuneResult {
     pub exact_seed_remeasured_s: Option<f64>,
     /// The median of each window of the exact-hit check, in order (empty: no check ran).
     pub exact_windows_s: Vec<f64>,
+    /// The drift control of an exact-hit check that missed in every window (`null`: none
+    /// ran).
+    #[serde(deserialize_with = "nullable")]
+    pub exact_control: Option<ExactControl>,
     /// Measurements that failed (a device that dropped out, a timeout, a crashed run), the
     /// search's and the re-measurements' alike.
     pub failed_runs: Trials,
@@ -814,6 +840,8 @@ mod tests {
                        "enable_cpu_cache_flush": false, "remeasure_top": 3, "remeasure_repeats": 5, "exact_windows": 6, "writeback_windows": 3,
                        "threads": 2},
             "exact_seed_remeasured_s": 1e-4, "exact_windows_s": [2e-4, 1e-4], "failed_runs": 1,
+            "exact_control": {"cached_s": 2e-4, "windows_s": [2.4e-4, 2.5e-4],
+                              "control_drift": 1.22, "hit_drift": 1.2, "held": true},
             "run_errors": ["RemoteRunner (key 'k' at tracker h:1): An exception occurred"],
             "cost_model": {"warm_samples": 0, "saved_samples": 0, "errors": []},
             "wall_s": 2.0
@@ -838,6 +866,9 @@ mod tests {
         assert_eq!(r.history[0].build_s, 0.3);
         assert_eq!(r.exact_seed_remeasured_s, Some(1e-4));
         assert_eq!(r.exact_windows_s, [2e-4, 1e-4]);
+        let c = r.exact_control.as_ref().unwrap();
+        assert_eq!((c.windows_s.len(), c.held), (2, true));
+        assert!(c.hit_drift <= c.control_drift);
         assert_eq!(r.runner.exact_windows, 6);
         assert_eq!(r.runner.writeback_windows, 3);
         assert_eq!(r.runner.threads, Some(2));
@@ -1012,6 +1043,7 @@ mod tests {
             patience_rounds: 0,
             exact_tolerance: 0.05,
             cached_latency_s: None,
+            control_latency_s: None,
             goal_latency_s: None,
             top_k: None,
             seed: None,

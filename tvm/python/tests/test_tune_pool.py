@@ -221,6 +221,63 @@ class TestTunePool(unittest.TestCase):
 
         return mock.patch.object(pool, "measure_windows", fake)
 
+    @staticmethod
+    def scripted_calls(calls):
+        """Like scripted_windows, but each call of pool.measure_windows gets its own script:
+        `calls[i]` for the i-th call (the last for the ones after)."""
+        from tgc_worker import pool
+
+        real = pool.measure_windows
+        n = [0]
+
+        def fake(builder, runner, mod, args, target, evaluator, windows, enough):
+            _, err = real(builder, runner, mod, args, target, evaluator, 1, lambda s: True)
+            assert err is None, err
+            script = calls[min(n[0], len(calls) - 1)]
+            n[0] += 1
+            done = []
+            for w in range(windows):
+                done.append(list(script[min(w, len(script) - 1)]))
+                if enough(done[-1]):
+                    break
+            return done, None
+
+        return mock.patch.object(pool, "measure_windows", fake)
+
+    def test_a_missed_hit_holds_when_its_control_drifted_as_far(self):
+        """A hit slower than cached in every window is checked against the runner-up exact
+        seed: when the runner-up re-measures slower by as much (the machine, not the
+        schedule), the hit ends the task; when the runner-up kept its cached latency, the
+        search runs. Without a control latency no control is measured."""
+        from tgc_worker.server import m_sample
+
+        task = matmul_task("pool_ctl", m=16, k=16, n=16)
+        seeds = m_sample({"task": task, "target": LLVM, "count": 2, "seed": 5})["traces"]
+        hit = [[1.2, 1.2, 1.2]]  # cached 1.0: 20 % slower in every window
+        common = dict(cached_latency_s=1.0, exact_tolerance=0.05, max_trials=4, exact_windows=2)
+        # the control (cached 2.0) re-measures at 2.3 and 2.5: drift 1.2, like the hit's
+        with self.scripted_calls([hit, [[2.3, 2.3, 2.3], [2.5, 2.5, 2.5]]]):
+            held = self.tune(task, seeds, control_latency_s=2.0, **common)
+        self.assertEqual(held["stopped"], "exact_hit", held)
+        self.assertEqual(held["exact_windows_s"], [1.2, 1.2])
+        c = held["exact_control"]
+        self.assertEqual((c["cached_s"], c["windows_s"], c["held"]), (2.0, [2.3, 2.5], True), c)
+        self.assertAlmostEqual(c["hit_drift"], 1.2)
+        self.assertAlmostEqual(c["control_drift"], 1.2)
+        self.assertEqual((held["trials"], held["seeds_measured"]), (1, 1), held)
+        # the control kept its latency (drift 1.0): the hit's 1.2 is its own, so search
+        with self.scripted_calls([hit, [[2.0, 2.0, 2.0]]]):
+            lost = self.tune(task, seeds, control_latency_s=2.0, **common)
+        self.assertEqual(lost["stopped"], "budget", lost)
+        self.assertEqual(lost["exact_control"]["held"], False)
+        self.assertAlmostEqual(lost["exact_control"]["control_drift"], 1.0)
+        self.assertEqual(lost["seeds_measured"], 2, "the other seed follows, then search")
+        # no control latency: the miss is a miss
+        with self.scripted_calls([hit, [[2.4, 2.4, 2.4]]]):
+            plain = self.tune(task, seeds, **common)
+        self.assertIsNone(plain["exact_control"])
+        self.assertEqual(plain["stopped"], "budget", plain)
+
     def test_exact_hit_compares_the_remeasured_median(self):
         from tgc_worker.server import m_sample
 

@@ -52,6 +52,7 @@ PARAMS = {
         ),
         (
             "cached_latency_s",
+            "control_latency_s",
             "goal_latency_s",
             "top_k",
             "seed",

@@ -61,6 +61,10 @@ def _spread(vals) -> float:
     return (max(vals) - min(vals)) / med
 
 
+# Windows of the exact-hit check's drift control (SeededSearch._drift_control).
+CONTROL_WINDOWS = 2
+
+
 class Remeasurer:
     """Fresh timing runs of chosen schedules: `repeats` runs each (EvaluatorConfig.repeat),
     with the search's `number`, `min_repeat_ms` and cache flush; built and measured by the
@@ -168,6 +172,8 @@ class TuneState:
         self.exact_seed_remeasured_s: float | None = None
         # the median of each window of the exact-hit check, in order
         self.exact_windows_s: list[float] = []
+        # the drift control of an exact-hit check that missed in every window
+        self.exact_control: dict | None = None
 
 
 @derived_object
@@ -199,8 +205,11 @@ class SeededSearch(PySearchStrategy):
         remeasurer: Remeasurer | None = None,
         goal_latency_s: float | None = None,
         exact_windows: int = 1,
+        control_latency_s: float | None = None,
     ):
         self.inner = inner
+        self.control_latency_s = control_latency_s
+        self.control = None  # the runner-up exact seed's candidate
         self.exact_windows = exact_windows
         self.goal_latency_s = goal_latency_s
         self.remeasurer = remeasurer
@@ -246,6 +255,7 @@ class SeededSearch(PySearchStrategy):
             self.remeasurer,
             self.goal_latency_s,
             self.exact_windows,
+            self.control_latency_s,
         )
 
     # ---- seeds
@@ -304,6 +314,11 @@ class SeededSearch(PySearchStrategy):
                 # task's own records fastest first) is measured and checked alone; the
                 # other seeds follow as a second batch only when it misses.
                 i = modes.index("exact")
+                # the control: the next exact seed, the plan's runner-up, as long as every
+                # seed replayed (else the order no longer says which record is which)
+                nxt = [j for j, m in enumerate(modes) if m == "exact" and j > i]
+                if self.control_latency_s and nxt and not (st.seeds_failed or st.seeds_duplicate):
+                    self.control = cands[nxt[0]]
                 self.pending_seeds = (cands[:i] + cands[i + 1:], modes[:i] + modes[i + 1:])
                 self.seed_batch = ["exact"]
                 return [cands[i]]
@@ -407,6 +422,10 @@ class SeededSearch(PySearchStrategy):
             st.exact_windows_s = [_median(w) for w in wins]
             if st.exact_windows_s and st.exact_windows_s[-1] <= limit:
                 st.stopped = "exact_hit"
+            elif st.exact_windows_s and self.control is not None:
+                hit_drift = _median(self.remeasurer.fresh[key]) / self.cached_latency_s
+                if self._drift_control(hit_drift):
+                    st.stopped = "exact_hit"
         if st.exact_windows_s:
             st.exact_seed_remeasured_s = min(st.exact_windows_s)
         shown = ", ".join(f"{m:.3e}" for m in st.exact_windows_s) or "failed"
@@ -415,6 +434,38 @@ class SeededSearch(PySearchStrategy):
             f"{self.cached_latency_s:.3e} s (limit {limit:.3e} s): "
             f"{'hit' if st.stopped else 'no hit'}"
         )
+
+    def _drift_control(self, hit_drift: float) -> bool:
+        """Whether a hit that missed in every window holds anyway: the runner-up record of
+        the same workload (the control) is re-measured in CONTROL_WINDOWS windows, and the
+        hit holds when its drift (pooled median of its fresh runs over its cached latency)
+        is at most the control's times (1 + tolerance). Load from other tenants on this
+        class of machine can slow one workload by 8-16 % for minutes, every schedule of it
+        alike (docs/tuning.md): a hit that kept its lead over the control is what a search
+        would start from, and re-searching costs a share of the budget for nothing. A
+        schedule that lost ground of its own (a changed library, another microarchitecture
+        behind the same target) moves apart from its control, and the search runs."""
+        c = self.control
+        key = json.dumps(trace_to_json(c.sch.trace))
+        wins = self.remeasurer.windows(
+            (key, c.sch.mod, list(c.args_info)), CONTROL_WINDOWS, lambda _m: False
+        )
+        if not wins:
+            return False
+        control_drift = _median([s for w in wins for s in w]) / self.control_latency_s
+        held = hit_drift <= control_drift * (1.0 + self.exact_tolerance)
+        self.state.exact_control = {
+            "cached_s": self.control_latency_s,
+            "windows_s": [_median(w) for w in wins],
+            "control_drift": control_drift,
+            "hit_drift": hit_drift,
+            "held": held,
+        }
+        _log(
+            f"{self.ctx.task_name}: drift control: hit {hit_drift:.3f}x its cached latency, "
+            f"control {control_drift:.3f}x: {'held' if held else 'not held'}"
+        )
+        return held
 
     def _goal_reached(self) -> bool:
         """Whether patience may end the search: always without a goal, else once the best is
@@ -511,6 +562,7 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
     if tol is None:
         raise WorkerError("bad_params", "exact_tolerance must be a non-negative number, got None", task)
     cached = _float_param(params, "cached_latency_s", None, task)
+    control = _float_param(params, "control_latency_s", None, task)
     goal = _float_param(params, "goal_latency_s", None, task)
     builder_timeout = _float_param(params, "builder_timeout_s", 300.0, task)
     runner_timeout = _float_param(params, "runner_timeout_s", 60.0, task)
@@ -563,7 +615,8 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
     )
     state.build_mark, state.run_mark = builder.seconds, runner.seconds
     strategy = SeededSearch(
-        inner, seeds, max_trials, patience, cached, tol, state, remeasurer, goal, exact_windows
+        inner, seeds, max_trials, patience, cached, tol, state, remeasurer, goal, exact_windows,
+        control,
     )
     ctx = make_context(
         lt.workload, target, task, seed=seed, num_threads=num_cores, strategy=strategy, logger=logger
@@ -709,6 +762,7 @@ def tune_task(lt, target, params: dict, seeds: list) -> dict:
         },
         "exact_seed_remeasured_s": state.exact_seed_remeasured_s,
         "exact_windows_s": state.exact_windows_s,
+        "exact_control": state.exact_control,
         "failed_runs": failed_runs,
         "run_errors": runner.failures.since(failures_mark),
         "cost_model": {
