@@ -201,81 +201,73 @@ class TestTunePool(unittest.TestCase):
         self.assertEqual(r["stopped"], "budget")
 
     @staticmethod
-    def scripted_windows(windows_secs):
-        """A stand-in for pool.measure_windows: the real build and one real run happen, and
-        the windows it returns are `windows_secs` in order (cycling through the last)."""
+    def scripted_windows(*scripts):
+        """A stand-in for pool.measure_windows: the real builds and one real run of each
+        item happen, and the windows it returns for item i are `scripts[i]` in order
+        (the last script for items beyond; each cycling through its last window)."""
         from tgc_worker import pool
 
         real = pool.measure_windows
-        script = list(windows_secs)
 
-        def fake(builder, runner, mod, args, target, evaluator, windows, enough):
-            _, err = real(builder, runner, mod, args, target, evaluator, 1, lambda s: True)
+        def fake(builder, runner, mods_and_args, target, evaluator, windows, next_item):
+            n = len(mods_and_args)
+            _, err = real(builder, runner, mods_and_args, target, evaluator, n,
+                          lambda done: next((i for i in range(n) if not done[i]), None))
             assert err is None, err
-            done = []
-            for w in range(windows):
-                done.append(list(script[min(w, len(script) - 1)]))
-                if enough(done[-1]):
+            done = [[] for _ in range(n)]
+            for _ in range(windows):
+                i = next_item(done)
+                if i is None:
                     break
-            return done, None
-
-        return mock.patch.object(pool, "measure_windows", fake)
-
-    @staticmethod
-    def scripted_calls(calls):
-        """Like scripted_windows, but each call of pool.measure_windows gets its own script:
-        `calls[i]` for the i-th call (the last for the ones after)."""
-        from tgc_worker import pool
-
-        real = pool.measure_windows
-        n = [0]
-
-        def fake(builder, runner, mod, args, target, evaluator, windows, enough):
-            _, err = real(builder, runner, mod, args, target, evaluator, 1, lambda s: True)
-            assert err is None, err
-            script = calls[min(n[0], len(calls) - 1)]
-            n[0] += 1
-            done = []
-            for w in range(windows):
-                done.append(list(script[min(w, len(script) - 1)]))
-                if enough(done[-1]):
-                    break
+                script = scripts[min(i, len(scripts) - 1)]
+                done[i].append(list(script[min(len(done[i]), len(script) - 1)]))
             return done, None
 
         return mock.patch.object(pool, "measure_windows", fake)
 
     def test_a_missed_hit_holds_when_its_control_drifted_as_far(self):
-        """A hit slower than cached in every window is checked against the runner-up exact
-        seed: when the runner-up re-measures slower by as much (the machine, not the
-        schedule), the hit ends the task; when the runner-up kept its cached latency, the
-        search runs. Without a control latency no control is measured."""
+        """A hit slower than cached is followed, window for window, by the runner-up exact
+        seed (the control): once both have two windows and the control re-measures slower
+        by as much (the machine, not the schedule), the hit ends the task; when the control
+        kept its cached latency, the windows run out and the search runs. Without a control
+        latency no control is measured."""
         from tgc_worker.server import m_sample
 
         task = matmul_task("pool_ctl", m=16, k=16, n=16)
         seeds = m_sample({"task": task, "target": LLVM, "count": 2, "seed": 5})["traces"]
         hit = [[1.2, 1.2, 1.2]]  # cached 1.0: 20 % slower in every window
-        common = dict(cached_latency_s=1.0, exact_tolerance=0.05, max_trials=4, exact_windows=2)
-        # the control (cached 2.0) re-measures at 2.3 and 2.5: drift 1.2, like the hit's
-        with self.scripted_calls([hit, [[2.3, 2.3, 2.3], [2.5, 2.5, 2.5]]]):
+        common = dict(cached_latency_s=1.0, exact_tolerance=0.05, max_trials=4, exact_windows=6)
+        # the control (cached 2.0) re-measures at 2.3, then 2.5: drift 1.2, like the hit's
+        with self.scripted_windows(hit, [[2.3, 2.3, 2.3], [2.5, 2.5, 2.5]]):
             held = self.tune(task, seeds, control_latency_s=2.0, **common)
         self.assertEqual(held["stopped"], "exact_hit", held)
-        self.assertEqual(held["exact_windows_s"], [1.2, 1.2])
+        self.assertEqual(held["exact_windows_s"], [1.2, 1.2], "two windows each, then held")
         c = held["exact_control"]
         self.assertEqual((c["cached_s"], c["windows_s"], c["held"]), (2.0, [2.3, 2.5], True), c)
         self.assertAlmostEqual(c["hit_drift"], 1.2)
         self.assertAlmostEqual(c["control_drift"], 1.2)
         self.assertEqual((held["trials"], held["seeds_measured"]), (1, 1), held)
-        # the control kept its latency (drift 1.0): the hit's 1.2 is its own, so search
-        with self.scripted_calls([hit, [[2.0, 2.0, 2.0]]]):
+        # the control kept its latency (drift 1.0): the hit's 1.2 is its own; three windows
+        # each (six in all), then the other seed and the search
+        with self.scripted_windows(hit, [[2.0, 2.0, 2.0]]):
             lost = self.tune(task, seeds, control_latency_s=2.0, **common)
         self.assertEqual(lost["stopped"], "budget", lost)
+        self.assertEqual(lost["exact_windows_s"], [1.2, 1.2, 1.2])
+        self.assertEqual(lost["exact_control"]["windows_s"], [2.0, 2.0, 2.0])
         self.assertEqual(lost["exact_control"]["held"], False)
         self.assertAlmostEqual(lost["exact_control"]["control_drift"], 1.0)
         self.assertEqual(lost["seeds_measured"], 2, "the other seed follows, then search")
-        # no control latency: the miss is a miss
-        with self.scripted_calls([hit, [[2.4, 2.4, 2.4]]]):
+        # a window within tolerance after a missed one is a hit, whatever the control says
+        with self.scripted_windows([[1.2, 1.2, 1.2], [1.0, 1.0, 1.0]], [[2.0, 2.0, 2.0]]):
+            late = self.tune(task, seeds, control_latency_s=2.0, **common)
+        self.assertEqual(late["stopped"], "exact_hit", late)
+        self.assertEqual(late["exact_windows_s"], [1.2, 1.0])
+        self.assertEqual(late["exact_control"]["windows_s"], [2.0])
+        # no control latency: six windows of the hit, then the search
+        with self.scripted_windows(hit, [[2.4, 2.4, 2.4]]):
             plain = self.tune(task, seeds, **common)
         self.assertIsNone(plain["exact_control"])
+        self.assertEqual(plain["exact_windows_s"], [1.2] * 6)
         self.assertEqual(plain["stopped"], "budget", plain)
 
     def test_exact_hit_compares_the_remeasured_median(self):
@@ -371,6 +363,19 @@ class TestTunePool(unittest.TestCase):
         self.assertEqual(rm.measure([("a", mod, args)]), [rm.fresh["a"]], "not measured again")
         more = rm.windows(("a", mod, args), 1, lambda med: False)
         self.assertEqual(rm.fresh["a"], [s for w in never + more for s in w], "runs added")
+        # two schedules, each built once, windows alternating as next_item says, at most
+        # `windows` in all
+        builds, order = builder.builds, []
+
+        def next_item(done):
+            order.append([len(w) for w in done])
+            return len(order) % 2  # d, c, d, c, d
+
+        both = rm.alternate([("c", mod, args), ("d", mod, args)], 5, next_item)
+        self.assertEqual(builder.builds, builds + 2, "each built once")
+        self.assertEqual([len(w) for w in both], [2, 3])
+        self.assertEqual(order, [[0, 0], [0, 1], [1, 1], [1, 2], [2, 2]])
+        self.assertEqual(rm.fresh["d"], [s for w in both[1] for s in w])
 
 if __name__ == "__main__":
     unittest.main()

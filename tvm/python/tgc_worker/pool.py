@@ -431,25 +431,28 @@ def build_and_measure_mods(builder: TrialBuilder, runner: TrialRunner, mods_and_
     return out
 
 
-def measure_windows(builder: TrialBuilder, runner: TrialRunner, mod, args_info, target, evaluator,
-                    windows: int, enough):
-    """Build `mod` once and measure it with `evaluator` up to `windows` times, one after the
-    other, until `enough(run_secs)` of a window is true; the artifact is removed.
+def measure_windows(builder: TrialBuilder, runner: TrialRunner, mods_and_args, target, evaluator,
+                    windows: int, next_item):
+    """Build each (mod, args_info) once, then measure one window (a runner call with
+    `evaluator`) at a time, of the item `next_item(done)` names, until it names None or
+    `windows` windows were measured in all; the artifacts are removed. `done[i]` is the
+    list of item i's windows so far (their run_secs, in order).
 
-    Returns ([run_secs of each window measured], error or None): a failed build or run ends
-    the windows with its error."""
-    out, inputs, _ = _build_mods(builder, [(mod, args_info)], target)
-    if not inputs:
-        return [], out[0][1]
-    done: list = []
+    Returns (done, error or None): a failed build or run ends the windows with its error."""
+    out, inputs, where = _build_mods(builder, mods_and_args, target)
+    done: list = [[] for _ in mods_and_args]
+    if len(inputs) < len(mods_and_args):
+        _remove_artifacts(inputs)
+        return done, next(r[1] for r in out if r is not None)
     try:
         for _ in range(windows):
-            ((secs, err),) = runner.measure(inputs, evaluator)
+            i = next_item(done)
+            if i is None:
+                break
+            ((secs, err),) = runner.measure([inputs[i]], evaluator)
             if secs is None:
                 return done, err
-            done.append(secs)
-            if enough(secs):
-                break
+            done[i].append(secs)
     finally:
         _remove_artifacts(inputs)
     return done, None

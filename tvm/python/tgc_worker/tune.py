@@ -61,10 +61,6 @@ def _spread(vals) -> float:
     return (max(vals) - min(vals)) / med
 
 
-# Windows of the exact-hit check's drift control (SeededSearch._drift_control).
-CONTROL_WINDOWS = 2
-
-
 class Remeasurer:
     """Fresh timing runs of chosen schedules: `repeats` runs each (EvaluatorConfig.repeat),
     with the search's `number`, `min_repeat_ms` and cache flush; built and measured by the
@@ -93,21 +89,32 @@ class Remeasurer:
         once, then measured up to `windows` times one after the other until
         `enough(median of a window)`. Returns each window's runs; they are added to the
         schedule's fresh runs (what `measure` returns for it later)."""
+
+        def next_item(done):
+            return None if done[0] and enough(_median(done[0][-1])) else 0
+
+        return self.alternate([item], windows, next_item)[0]
+
+    def alternate(self, items, windows: int, next_item) -> list:
+        """Windows of several schedules, items = [(key, mod, args_info)]: each built once,
+        then one window at a time of the item `next_item(done)` names (done[i]: item i's
+        windows so far), `windows` in all at most, until it names None. Returns done; the
+        runs are added to each schedule's fresh runs."""
         from .pool import measure_windows
 
-        key, mod, args = item
-        done, err = [], None
+        done, err = [[] for _ in items], None
         for attempt in range(self.retries + 1):
             done, err = measure_windows(
-                self.builder, self.runner, mod, args, self.target, self.evaluator, windows,
-                lambda secs: enough(_median(secs)),
+                self.builder, self.runner, [(m, a) for _, m, a in items], self.target,
+                self.evaluator, windows, next_item,
             )
-            if done:
+            if any(done):
                 break
             again = " (trying again)" if attempt < self.retries else ""
             _log(f"re-measurement failed{again}: {str(err).splitlines()[-1] if err else '?'}")
-        if done:
-            self.fresh[key] = self.fresh.get(key, []) + [s for w in done for s in w]
+        for (key, _, _), wins in zip(items, done):
+            if wins:
+                self.fresh[key] = self.fresh.get(key, []) + [s for w in wins for s in w]
         return done
 
     def measure(self, items):
@@ -402,29 +409,70 @@ class SeededSearch(PySearchStrategy):
     def _check_exact_hit(self, cand) -> None:
         """The exact-hit check. Like with like: the cached latency is the median of a
         re-measurement, so the best exact seed is re-measured the same way (a window: the
-        median of `remeasure_repeats` fresh runs). Up to `exact_windows` windows, one after
-        the other, until one is within `exact_tolerance` of the cached latency. On this
-        class of machine the load of other tenants comes in bursts of about a second, which
-        add tens of percent to a window that falls in one (docs/tuning.md): a schedule that
-        is as fast as cached shows it in some window, while a slowdown of its own (another
-        machine behind the same target, a changed library) shows in every window. The seed
-        is built once for all its windows. The lowest window median is
-        `exact_seed_remeasured_s`; the runs of all windows together are the schedule's
-        re-measurement when it is written back."""
+        median of `remeasure_repeats` fresh runs), until a window is within `exact_tolerance`
+        of the cached latency, `exact_windows` windows in all at most. On this class of
+        machine the load of other tenants comes in bursts of about a second, which add tens
+        of percent to a window that falls in one (docs/tuning.md): a schedule that is as
+        fast as cached shows it in some window.
+
+        A slowdown in every window is not always the schedule's own: load can also slow one
+        workload by 8-16 % for minutes, every schedule of it alike. With a control (the
+        plan's runner-up record of the workload, `control_latency_s`) each missed window is
+        followed by one of the control, and once both have two windows the hit also holds
+        when its drift (the median of all its fresh runs over the cached latency) is at most
+        the control's times (1 + tolerance): it kept its lead, and a search would start from
+        it. A schedule that lost ground of its own (a changed library, another machine
+        behind the same target) moves apart from its control. Both are built once for all
+        their windows. The lowest hit window median is `exact_seed_remeasured_s`; the runs
+        of all the hit's windows together are its re-measurement when it is written back."""
         st = self.state
         key = json.dumps(trace_to_json(cand.sch.trace))
         limit = self.cached_latency_s * (1.0 + self.exact_tolerance)
+        items = [(key, cand.sch.mod, list(cand.args_info))]
+        c = self.control
+        if c is not None:
+            items.append((json.dumps(trace_to_json(c.sch.trace)), c.sch.mod, list(c.args_info)))
+
+        def drifts(done):
+            hit = _median([s for w in done[0] for s in w]) / self.cached_latency_s
+            ctl = _median([s for w in done[1] for s in w]) / self.control_latency_s
+            return hit, ctl
+
+        def held(done):
+            if len(items) < 2 or min(len(done[0]), len(done[1])) < 2:
+                return False
+            hit, ctl = drifts(done)
+            return hit <= ctl * (1.0 + self.exact_tolerance)
+
+        def next_item(done):
+            if done[0] and _median(done[0][-1]) <= limit:
+                return None  # within tolerance: a hit
+            if len(items) < 2 or not done[0]:
+                return 0
+            if len(done[1]) < len(done[0]):
+                return 1  # the control's window after each missed one
+            return None if held(done) else 0
+
         if self.remeasurer is not None:
-            wins = self.remeasurer.windows(
-                (key, cand.sch.mod, list(cand.args_info)), self.exact_windows,
-                lambda med: med <= limit,
-            )
-            st.exact_windows_s = [_median(w) for w in wins]
+            done = self.remeasurer.alternate(items, self.exact_windows, next_item)
+            st.exact_windows_s = [_median(w) for w in done[0]]
             if st.exact_windows_s and st.exact_windows_s[-1] <= limit:
                 st.stopped = "exact_hit"
-            elif st.exact_windows_s and self.control is not None:
-                hit_drift = _median(self.remeasurer.fresh[key]) / self.cached_latency_s
-                if self._drift_control(hit_drift):
+            if len(items) > 1 and done[1]:
+                ok = held(done)
+                hit_drift, control_drift = drifts(done)
+                st.exact_control = {
+                    "cached_s": self.control_latency_s,
+                    "windows_s": [_median(w) for w in done[1]],
+                    "control_drift": control_drift,
+                    "hit_drift": hit_drift,
+                    "held": ok,
+                }
+                _log(
+                    f"{self.ctx.task_name}: drift control: hit {hit_drift:.3f}x its cached "
+                    f"latency, control {control_drift:.3f}x: {'held' if ok else 'not held'}"
+                )
+                if ok:
                     st.stopped = "exact_hit"
         if st.exact_windows_s:
             st.exact_seed_remeasured_s = min(st.exact_windows_s)
@@ -434,38 +482,6 @@ class SeededSearch(PySearchStrategy):
             f"{self.cached_latency_s:.3e} s (limit {limit:.3e} s): "
             f"{'hit' if st.stopped else 'no hit'}"
         )
-
-    def _drift_control(self, hit_drift: float) -> bool:
-        """Whether a hit that missed in every window holds anyway: the runner-up record of
-        the same workload (the control) is re-measured in CONTROL_WINDOWS windows, and the
-        hit holds when its drift (pooled median of its fresh runs over its cached latency)
-        is at most the control's times (1 + tolerance). Load from other tenants on this
-        class of machine can slow one workload by 8-16 % for minutes, every schedule of it
-        alike (docs/tuning.md): a hit that kept its lead over the control is what a search
-        would start from, and re-searching costs a share of the budget for nothing. A
-        schedule that lost ground of its own (a changed library, another microarchitecture
-        behind the same target) moves apart from its control, and the search runs."""
-        c = self.control
-        key = json.dumps(trace_to_json(c.sch.trace))
-        wins = self.remeasurer.windows(
-            (key, c.sch.mod, list(c.args_info)), CONTROL_WINDOWS, lambda _m: False
-        )
-        if not wins:
-            return False
-        control_drift = _median([s for w in wins for s in w]) / self.control_latency_s
-        held = hit_drift <= control_drift * (1.0 + self.exact_tolerance)
-        self.state.exact_control = {
-            "cached_s": self.control_latency_s,
-            "windows_s": [_median(w) for w in wins],
-            "control_drift": control_drift,
-            "hit_drift": hit_drift,
-            "held": held,
-        }
-        _log(
-            f"{self.ctx.task_name}: drift control: hit {hit_drift:.3f}x its cached latency, "
-            f"control {control_drift:.3f}x: {'held' if held else 'not held'}"
-        )
-        return held
 
     def _goal_reached(self) -> bool:
         """Whether patience may end the search: always without a goal, else once the best is
