@@ -232,8 +232,6 @@ pub fn plan(candidates: &[CandidateRef], task_flops: Option<f64>, policy: &SeedP
         Some(b) => (Some(b.latency_s), 0, b.trials, policy.trials),
         None => (None, 0, 0, policy.trials),
     };
-    // Neighbours' latencies are of other tasks: scaled by work, the best FLOP rate they
-    // reached is the goal.
     // The control: the second seed, when the hit is the first (the worker checks the first
     // exact seed and controls with the next).
     let control_latency_s = match chosen.as_slice() {
@@ -242,6 +240,8 @@ pub fn plan(candidates: &[CandidateRef], task_flops: Option<f64>, policy: &SeedP
         }
         _ => None,
     };
+    // Neighbours' latencies are of other tasks: scaled by work, the best FLOP rate they
+    // reached is the goal.
     let neighbours = tier.is_some_and(|t| !t.is_exact());
     let goal_latency_s = match task_flops {
         Some(flops) if neighbours && flops > 0.0 => chosen
@@ -381,25 +381,22 @@ impl SeedPlan {
             patience,
             tolerance,
             cached_latency_s: d.get("cached_latency_s").and_then(Attr::as_float),
-            control_latency_s: match d.get("control_latency_s") {
-                None => None,
-                Some(a) => Some(
-                    a.as_float()
-                        .filter(|l| *l > 0.0)
-                        .ok_or("seed plan's 'control_latency_s' must be a positive number")?,
-                ),
-            },
+            control_latency_s: optional_positive(d, "control_latency_s")?,
             prior_trials: optional_count(d, "prior_trials")?,
             hit_trials: optional_count(d, "hit_trials")?,
-            goal_latency_s: match d.get("goal_latency_s") {
-                None => None,
-                Some(a) => Some(
-                    a.as_float()
-                        .filter(|g| *g > 0.0)
-                        .ok_or("seed plan's 'goal_latency_s' must be a positive number")?,
-                ),
-            },
+            goal_latency_s: optional_positive(d, "goal_latency_s")?,
         })
+    }
+}
+
+/// An optional positive number of a plan (absent: `None`).
+fn optional_positive(d: &Attrs, k: &str) -> Result<Option<f64>, String> {
+    match d.get(k) {
+        None => Ok(None),
+        Some(a) => match a.as_float() {
+            Some(x) if x > 0.0 => Ok(Some(x)),
+            _ => Err(format!("seed plan's '{k}' must be a positive number")),
+        },
     }
 }
 

@@ -28,7 +28,7 @@ pub struct TaskReport {
     pub stopped: StopReason,
     /// The median of each window of the exact-hit check (empty: no check ran).
     pub exact_windows_s: Vec<f64>,
-    /// The drift control of an exact-hit check that missed in every window.
+    /// The drift control of an exact-hit check that missed a window.
     pub exact_control: Option<ExactControl>,
     /// The timing settings the worker measured with.
     pub runner: RunnerSettings,

@@ -235,9 +235,9 @@ pub struct SampleResult {
 
 // ---- tune ---------------------------------------------------------------------------------
 
-/// The drift control of the exact-hit check: when the best exact seed re-measured slower
-/// than its cached latency by more than the tolerance in every window, the runner-up record
-/// of the same workload is re-measured too. Both drifts are the pooled median of the fresh
+/// The drift control of the exact-hit check: each window in which the best exact seed
+/// re-measured slower than its cached latency by more than the tolerance is followed by a
+/// window of the runner-up record of the same workload. Both drifts are the pooled median of the fresh
 /// runs over the cached latency; the hit holds when its drift is at most the control's times
 /// (1 + tolerance): the machine runs the workload slower now, not this schedule alone.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -309,8 +309,8 @@ pub struct TuneRequest {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cached_latency_s: Option<f64>,
     /// Optional, with `cached_latency_s`: the cached latency of the runner-up exact seed,
-    /// the control of the hit check (a hit that misses in every window still ends the task
-    /// when the control re-measured slower by as much).
+    /// the control of the hit check (a hit that misses its windows still ends the task when
+    /// the control re-measured slower by as much).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub control_latency_s: Option<f64>,
     /// Optional: the latency at which more search is not expected to pay (neighbour seeds:
@@ -572,8 +572,7 @@ pub struct TuneResult {
     pub exact_seed_remeasured_s: Option<f64>,
     /// The median of each window of the exact-hit check, in order (empty: no check ran).
     pub exact_windows_s: Vec<f64>,
-    /// The drift control of an exact-hit check that missed in every window (`null`: none
-    /// ran).
+    /// The drift control of an exact-hit check that missed a window (`null`: none ran).
     #[serde(deserialize_with = "nullable")]
     pub exact_control: Option<ExactControl>,
     /// Measurements that failed (a device that dropped out, a timeout, a crashed run), the

@@ -439,7 +439,7 @@ def measure_windows(builder: TrialBuilder, runner: TrialRunner, mods_and_args, t
     list of item i's windows so far (their run_secs, in order).
 
     Returns (done, error or None): a failed build or run ends the windows with its error."""
-    out, inputs, where = _build_mods(builder, mods_and_args, target)
+    out, inputs, _ = _build_mods(builder, mods_and_args, target)
     done: list = [[] for _ in mods_and_args]
     if len(inputs) < len(mods_and_args):
         _remove_artifacts(inputs)

@@ -179,7 +179,7 @@ class TuneState:
         self.exact_seed_remeasured_s: float | None = None
         # the median of each window of the exact-hit check, in order
         self.exact_windows_s: list[float] = []
-        # the drift control of an exact-hit check that missed in every window
+        # the drift control of an exact-hit check that missed a window
         self.exact_control: dict | None = None
 
 
