@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Seconds per measured trial: tgc's `tune` (persistent builder and runner) against stock
+"""Seconds per measured trial: tgc's tuning session (persistent builder and runner) against stock
 MetaSchedule (`ms.tune_tasks` with a stock LocalBuilder and LocalRunner), same task, same
 search settings.
 
@@ -13,9 +13,10 @@ task JSON (3x3 convs get padding 1, strides from the shapes). Both arms tune the
 that tgc_worker lowers it to, with rand_state 1, the same EvolutionarySearch arguments,
 the same trials per round and trial budget, and the XGB cost model:
 
-- tgc: `tgc_worker.tune.tune_task` in this process (no seeds, patience off), which builds
-  with tgc_worker.pool's persistent pool and re-measures the best `remeasure_top` records at
-  the end (included in its wall time; reported separately as `remeasure_s`).
+- tgc: a tuning session (`tgc_worker.session`) in this process, driven as `tgc tune
+  --no-cache` drives it (no seeds, patience off), which builds with tgc_worker.pool's
+  persistent pool; the best 3 records are re-measured at the end (included in its wall
+  time; reported separately as `remeasure_s`).
 - stock: `ms.tune_tasks(tasks=[TuneContext], builder=LocalBuilder(), runner=LocalRunner())`
   with their defaults (LocalBuilder: default_build, 30 s timeout, a fresh process pool per
   batch; LocalRunner: EvaluatorConfig number=3, repeat=1, min_repeat_ms=100), a
@@ -101,36 +102,54 @@ def task_json(entry: dict) -> dict:
 
 
 def run_tgc(task, trials, per_round, evo, work_dir) -> dict:
+    """tgc's engine: a tuning session in this process, driven as `tgc tune --no-cache` drives
+    it (rounds of `per_round` until `trials`, no seeds, patience off), then the best 3
+    records re-measured with 5 fresh runs each (tgc's defaults; its wall time includes it,
+    `remeasure_s` names it)."""
     from tgc_worker.server import _task_and_target
-    from tgc_worker.tune import tune_task
+    from tgc_worker.session import close_session, open_session, session
 
     params = {
         "task": task,
         "target": TARGET,
         "work_dir": work_dir,
-        "seeds": [],
+        "seed": 1,
         "max_trials": trials,
-        "trials_per_round": per_round,
-        "patience_rounds": 0,
-        "exact_tolerance": 0.05,
+        "max_round": per_round + per_round // 2,
         "evolutionary": evo,
+        "evaluator": {"number": 3, "repeat": 1, "min_repeat_ms": 100},
+        "builder_timeout_s": 300.0,
+        "runner_timeout_s": 60.0,
         "cost_model": "xgb",
-        "top_k": trials,
+        "cost_model_file": None,
+        "rpc": None,
     }
     lt, target = _task_and_target(params)
     t0 = time.perf_counter()
-    r = tune_task(lt, target, params, [])
+    sid = open_session(lt, target, params)["session"]
+    s = session({"session": sid})
+    rounds, done = [], 0
+    while done < trials:
+        r = s.search(min(per_round, trials - done))
+        if not r["candidates"]:
+            break
+        done += len(r["candidates"])
+        rounds.append(r)
+    searched = time.perf_counter() - t0
+    recs = s.records(trials)["records"]
+    s.windows([x["candidate"] for x in recs[:3]], 5, 0)
+    close_session({"session": sid, "train": True, "cost_model_max_samples": 4096})
     wall = time.perf_counter() - t0
-    h = r["history"]
-    in_rounds = {k: round(sum(e[k] for e in h), 3) for k in ("search_s", "build_s", "run_s", "cost_model_s")}
+    means = [sum(x["run_secs"]) / len(x["run_secs"]) for x in recs]
+    in_rounds = {k: round(sum(r[k] for r in rounds), 3) for k in ("search_s", "build_s", "run_s", "trained_s")}
     return {
         "wall_s": round(wall, 3),
-        "trials": r["trials"],
-        "valid_trials": len(r["records"]),  # top_k = trials: every valid record
-        "best_s": r["best_s"],
+        "trials": done,
+        "valid_trials": len(recs),
+        "best_s": min(means) if means else None,
         "rounds": in_rounds,
         # what follows the last round: mostly the final re-measurement
-        "remeasure_s": round(wall - h[-1]["elapsed_s"], 3) if h else None,
+        "remeasure_s": round(wall - searched, 3),
     }
 
 

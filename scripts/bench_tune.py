@@ -334,6 +334,50 @@ def summarize(b, reps):
     return out
 
 
+def markdown_table(summary) -> str:
+    """The results as one markdown table: per model, tgc's tuning time and stock TVM's, their
+    ratio and the end-to-end latency ratio (median [min, max] over the repeats), the
+    occurrence-weighted latency of the tuned tasks (tgc / stock, each repeat) and how the
+    tasks ended; then the geometric mean of the B models' time ratios."""
+
+    def cell(sp):
+        if not sp:
+            return "-"
+        if sp["n"] == 1 or sp["min"] == sp["max"]:
+            return f"{sp['median']:.3f}"
+        return f"{sp['median']:.3f} [{sp['min']:.3f}, {sp['max']:.3f}]"
+
+    def name(path):
+        return pathlib.Path(path).stem
+
+    rows = ["| model | tgc s | stock TVM s | time tgc / stock | end to end tgc / stock "
+            "| tuned tasks' latency tgc / stock | how tasks ended |",
+            "|---|---|---|---|---|---|---|"]
+    a_tvm = summary.get("a_tvm")
+    if a_tvm:
+        eng = a_tvm["engine"]
+        one = lambda x: None if x is None else dict(median=x, min=x, max=x, n=1)  # noqa: E731
+        rows.append(f"| {name(summary['a'])} (A, cold) | {summary['a_wall_s']:.1f} | "
+                    f"{a_tvm['wall_s']:.1f} | {cell(one(eng['time']))} | {cell(one(eng['e2e']))} | "
+                    f"{fmt(a_tvm.get('matched_weighted_latency_tgc_over_tvm'))} | |")
+    times = []
+    for pair in summary["pairs"]:
+        sp = pair["spread"]
+        reps = pair["repeats"]
+        lat = ", ".join(fmt((r["ratios"] or {}).get("total", {}).get("weighted_latency")) for r in reps)
+        ended = " / ".join(", ".join(f"{n} {k}" for k, n in sorted(r["stopped"].items())) for r in reps)
+        tvm_s = sp.get("tvm_wall_s", {}).get("median")
+        rows.append(f"| {name(pair['b'])} | {cell(sp.get('seeded_wall_s'))} | "
+                    f"{'-' if tvm_s is None else f'{tvm_s:.1f}'} | {cell(sp.get('total_time'))} | "
+                    f"{cell(sp.get('total_e2e'))} | {lat} | {ended} |")
+        if sp.get("total_time"):
+            times.append(sp["total_time"]["median"])
+    if times:
+        g = statistics.geometric_mean(times)
+        rows.append(f"| geomean of the B models | | | {g:.3f} ({1 / g:.1f}x less) | | | |")
+    return "\n".join(rows) + "\n"
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--a", required=True)
@@ -377,6 +421,9 @@ def main() -> int:
                    help="skip the tgc --no-cache arm (seeded against stock TVM only)")
     p.add_argument("--reuse", action="store_true",
                    help="reuse reports already in --out (to recompute the comparison)")
+    p.add_argument("--table", default=None,
+                   help="also write the results as a markdown table to this file (the one "
+                        "docs/tuning.md shows)")
     args = p.parse_args()
     out = pathlib.Path(args.out or tempfile.mkdtemp(prefix="tgc-bench-tune-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -427,6 +474,10 @@ def main() -> int:
                    stock_repeat=args.stock_repeat, chain=args.chain, no_cold=args.no_cold,
                    pairs=pairs)
     (out / "bench.json").write_text(json.dumps(summary, indent=1) + "\n")
+    if args.table:
+        table = markdown_table(summary)
+        pathlib.Path(args.table).write_text(table)
+        print(f"\n{table}")
     print(f"reports in {out}")
     return 0
 

@@ -25,6 +25,7 @@ pub mod config;
 pub mod copy;
 mod db;
 pub mod error;
+mod location;
 pub mod model;
 pub mod msdb;
 pub mod retrieve;
@@ -39,10 +40,11 @@ pub mod verify;
 pub use config::{CacheConfig, RankingConfig};
 pub use copy::CopySummary;
 pub use error::{CacheError, Result};
+pub use location::CacheLocation;
 pub use model::{
     canonical_json, NewRecord, Provenance, Target, TaskEntry, Toolchain, Trace, TraceDigest,
     Workload,
 };
 pub use retrieve::{Candidate, Query, SourceTask, Tier};
-pub use store::{Cache, GcSummary, PutSummary, Stats, DEFAULT_BEST_K};
+pub use store::{Cache, GcSummary, PutSummary, SharedCache, Stats, DEFAULT_BEST_K};
 pub use verify::VerifyReport;

@@ -101,6 +101,15 @@ fn shown_url(c: &postgres::Config) -> String {
     )
 }
 
+/// `url` as it may be shown: the URL rebuilt without its password when it parses, else
+/// with the password masked.
+pub fn without_password(url: &str) -> String {
+    match postgres::Config::from_str(url) {
+        Ok(c) => shown_url(&c),
+        Err(_) => strip_secret(url, url),
+    }
+}
+
 /// Removes the password part of `url` (if any) from a message that may quote it.
 fn strip_secret(msg: &str, url: &str) -> String {
     let Some(rest) = url.split_once("://").map(|(_, r)| r) else {

@@ -30,6 +30,39 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// Default number of records kept per (task, target, toolchain).
 pub const DEFAULT_BEST_K: usize = 32;
 
+/// One opened cache shared by everything a run does with it (annotate-cache's lookups, the
+/// driver's seeds and write-back): one connection for the whole run, opened once with the
+/// run's settings (read-only included).
+#[derive(Clone)]
+pub struct SharedCache(std::sync::Arc<std::sync::Mutex<Cache>>);
+
+impl SharedCache {
+    pub fn new(cache: Cache) -> SharedCache {
+        SharedCache(std::sync::Arc::new(std::sync::Mutex::new(cache)))
+    }
+
+    /// The cache, for one use (a panic while it was held leaves it usable: every write is
+    /// one transaction).
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, Cache> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl std::fmt::Debug for SharedCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SharedCache({})", self.lock().path().display())
+    }
+}
+
+/// The same handle, not an equal cache.
+impl PartialEq for SharedCache {
+    fn eq(&self, other: &SharedCache) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 /// Bytes of the cache file mapped into memory for reads.
 const MMAP_BYTES: i64 = 1 << 30;
 /// SQLite page cache per connection, in KiB.
@@ -107,17 +140,6 @@ fn file_bytes(path: &Path) -> u64 {
 }
 
 impl Cache {
-    /// The default cache file: `$TGC_CACHE`, else `<user cache dir>/tgc/cache.sqlite`
-    /// (`$XDG_CACHE_HOME` or `~/.cache` on Linux).
-    pub fn default_path() -> Result<PathBuf> {
-        if let Some(p) = std::env::var_os("TGC_CACHE").filter(|p| !p.is_empty()) {
-            return Ok(PathBuf::from(p));
-        }
-        dirs::cache_dir()
-            .map(|d| d.join("tgc").join("cache.sqlite"))
-            .ok_or(CacheError::NoDefaultLocation)
-    }
-
     /// Opens the cache at `path`, creating it (and its directory) if needed, and migrates it
     /// to the current schema.
     pub fn open(path: impl AsRef<Path>) -> Result<Cache> {

@@ -7,7 +7,8 @@ use support::Backend;
 use std::path::{Path, PathBuf};
 use tgc_cache::throwaway::ThrowawayServer;
 use tgc_cache::{
-    synth, Cache, CacheError, NewRecord, Query, Target, TaskEntry, Tier, Toolchain, Workload,
+    synth, Cache, CacheError, CacheLocation, NewRecord, Query, Target, TaskEntry, Tier, Toolchain,
+    Workload,
 };
 
 fn llvm() -> Target {
@@ -636,12 +637,18 @@ fn default_location_follows_tgc_cache() {
     // Only this test touches the variable.
     std::env::set_var("TGC_CACHE", "/some/where/c.sqlite");
     assert_eq!(
-        Cache::default_path().unwrap(),
-        PathBuf::from("/some/where/c.sqlite")
+        CacheLocation::default_location().unwrap(),
+        CacheLocation::File(PathBuf::from("/some/where/c.sqlite"))
     );
+    // a team's server in the variable is a server
+    std::env::set_var("TGC_CACHE", "postgres://me@db/tgc");
+    assert!(CacheLocation::default_location().unwrap().is_server());
     std::env::remove_var("TGC_CACHE");
-    let p = Cache::default_path().unwrap();
-    assert!(p.ends_with("tgc/cache.sqlite"), "{}", p.display());
+    let l = CacheLocation::default_location().unwrap();
+    assert!(
+        l.as_path().ends_with("tgc/cache.sqlite") && !l.is_server(),
+        "{l}"
+    );
 }
 
 fn one_line_naming(err: &CacheError, path: &Path) -> String {

@@ -55,7 +55,7 @@ pub fn run(args: BuildArgs) -> Result<()> {
     let module = load_model(&args.model, &args.shapes)?;
     let config = BuildConfig {
         target: args.target.clone(),
-        cache: args.cache.clone(),
+        cache: args.cache.as_ref().map(tgc_cache::CacheLocation::parse),
         cache_read_only: args.cache_read_only,
         no_cache: args.no_cache,
         measure_candidates: args.measure_candidates,

@@ -4,7 +4,7 @@
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use tgc_cache::msdb::{self, ExportOptions};
 use tgc_cache::{Cache, Target, Toolchain};
 
@@ -114,10 +114,10 @@ fn copy(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
 }
 
 fn cache_path(arg: Option<PathBuf>) -> Result<PathBuf> {
-    Ok(match arg {
-        Some(p) => p,
-        None => Cache::default_path()?,
-    })
+    let given = arg.map(tgc_cache::CacheLocation::parse);
+    Ok(tgc_cache::CacheLocation::or_default(given)?
+        .as_path()
+        .to_path_buf())
 }
 
 fn mb(bytes: u64) -> String {
@@ -127,42 +127,15 @@ fn mb(bytes: u64) -> String {
 pub fn run(args: CacheArgs) -> Result<()> {
     let path = cache_path(args.cache)?;
     match args.command {
-        CacheCommand::Push { from, to } => copy(&from.unwrap_or(path), &to)?,
-        CacheCommand::Pull { from, to } => copy(&from, &to.unwrap_or(path))?,
-        CacheCommand::Stats { json } => {
-            let s = Cache::open_existing(&path)?.stats()?;
-            if json {
-                let doc = tgc_tune::docs::cache_stats(&s);
-                println!("{}", serde_json::to_string_pretty(&doc)?);
-            } else {
-                println!(
-                    "{}: schema {}, {}",
-                    s.path.display(),
-                    s.schema_version,
-                    mb(s.file_bytes)
-                );
-                println!("best k:     {}", s.best_k);
-                println!("tasks:      {} tgc tasks, {} imported workloads ({} linked to a tgc task by TVM hash)", s.tasks, s.imported_workloads, s.linked_workloads);
-                println!("records:    {} ({} distinct traces)", s.records, s.traces);
-                println!("targets:");
-                for (kind, config, records) in &s.targets {
-                    println!("  {kind:<8} {records:>9} records  {config}");
-                }
-                println!("toolchains:");
-                for (t, records) in &s.toolchains {
-                    let llvm = if t.llvm.is_empty() { "?" } else { &t.llvm };
-                    println!(
-                        "  tvm {} / tvm-ffi {} / llvm {llvm} {records:>9} records",
-                        t.tvm, t.tvm_ffi
-                    );
-                }
-            }
-        }
+        CacheCommand::Push { from, to } => copy(&from.unwrap_or(path), &to),
+        CacheCommand::Pull { from, to } => copy(&from, &to.unwrap_or(path)),
+        CacheCommand::Stats { json } => stats(&path, json),
         CacheCommand::Import { dir, toolchain } => {
             let toolchain = Toolchain::parse(&toolchain)?;
             let mut cache = Cache::open(&path)?;
             let summary = msdb::import(&mut cache, &dir, &toolchain)?;
             println!("{summary}");
+            Ok(())
         }
         CacheCommand::Export {
             dir,
@@ -170,94 +143,147 @@ pub fn run(args: CacheArgs) -> Result<()> {
             target,
             model,
             shapes,
-        } => {
-            let toolchain = Toolchain::parse(&toolchain)?;
-            let target_json = target.clone();
-            let target = target.as_deref().map(Target::parse).transpose()?;
-            let cache = Cache::open_existing(&path)?;
-            let tasks = match &model {
-                Some(m) => {
-                    let module = crate::input::load_model(m, &shapes)?;
-                    let lower_for = target_json.as_deref().unwrap_or("llvm");
-                    Some(
-                        tgc_tune::workload_hashes(module, lower_for, None)
-                            .map_err(|e| anyhow::anyhow!("{m}: {e}"))?,
-                    )
-                }
-                None => None,
-            };
-            let workloads = tasks
-                .as_ref()
-                .map(|t| t.iter().map(|(_, h)| *h).collect::<BTreeSet<u64>>());
-            let summary = msdb::export(
-                &cache,
-                &dir,
-                &ExportOptions {
-                    toolchain,
-                    target,
-                    workloads: workloads.clone(),
-                },
-            )?;
-            println!("{summary}");
-            if let (Some(m), Some(tasks)) = (&model, &tasks) {
-                println!(
-                    "{m}: {} tasks, {} distinct TVM workloads, {} of them with records exported",
-                    tasks.len(),
-                    workloads.as_ref().map_or(0, BTreeSet::len),
-                    summary.workloads
-                );
-            }
+        } => export(&path, &dir, &toolchain, target, model, &shapes),
+        CacheCommand::Gc { best_k, vacuum } => gc(&path, best_k, vacuum),
+        CacheCommand::Verify => verify(&path),
+    }
+}
+
+/// `tgc cache stats [--json]`.
+fn stats(path: &Path, json: bool) -> Result<()> {
+    let s = Cache::open_existing(path)?.stats()?;
+    if json {
+        let doc = tgc_tune::docs::cache_stats(&s);
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(());
+    }
+    println!(
+        "{}: schema {}, {}",
+        s.path.display(),
+        s.schema_version,
+        mb(s.file_bytes)
+    );
+    println!("best k:     {}", s.best_k);
+    println!(
+        "tasks:      {} tgc tasks, {} imported workloads ({} linked to a tgc task by TVM hash)",
+        s.tasks, s.imported_workloads, s.linked_workloads
+    );
+    println!("records:    {} ({} distinct traces)", s.records, s.traces);
+    println!("targets:");
+    for (kind, config, records) in &s.targets {
+        println!("  {kind:<8} {records:>9} records  {config}");
+    }
+    println!("toolchains:");
+    for (t, records) in &s.toolchains {
+        let llvm = if t.llvm.is_empty() { "?" } else { &t.llvm };
+        println!(
+            "  tvm {} / tvm-ffi {} / llvm {llvm} {records:>9} records",
+            t.tvm, t.tvm_ffi
+        );
+    }
+    Ok(())
+}
+
+/// `tgc cache export DIR [--model M]`: with a model, only the TVM workloads its tasks lower to.
+fn export(
+    path: &Path,
+    dir: &Path,
+    toolchain: &str,
+    target: Option<String>,
+    model: Option<String>,
+    shapes: &[(String, Vec<i64>)],
+) -> Result<()> {
+    let toolchain = Toolchain::parse(toolchain)?;
+    let target_json = target.clone();
+    let target = target.as_deref().map(Target::parse).transpose()?;
+    let cache = Cache::open_existing(path)?;
+    let tasks = match &model {
+        Some(m) => {
+            let module = crate::input::load_model(m, shapes)?;
+            let lower_for = target_json.as_deref().unwrap_or("llvm");
+            Some(
+                tgc_tune::workload_hashes(module, lower_for, None)
+                    .map_err(|e| anyhow::anyhow!("{m}: {e}"))?,
+            )
         }
-        CacheCommand::Gc { best_k, vacuum } => {
-            let mut cache = Cache::open_existing(&path)?;
-            if let Some(k) = best_k {
-                cache.set_best_k(k)?;
-            }
-            let g = cache.gc(vacuum)?;
-            println!(
-                "{}: removed {} records, {} traces, {} tasks, {} targets, {} toolchains; {} -> {}",
-                cache.path().display(),
-                g.records,
-                g.traces,
-                g.tasks,
-                g.targets,
-                g.toolchains,
-                mb(g.bytes_before),
-                mb(g.bytes_after)
-            );
+        None => None,
+    };
+    let workloads = tasks
+        .as_ref()
+        .map(|t| t.iter().map(|(_, h)| *h).collect::<BTreeSet<u64>>());
+    let summary = msdb::export(
+        &cache,
+        dir,
+        &ExportOptions {
+            toolchain,
+            target,
+            workloads: workloads.clone(),
+        },
+    )?;
+    println!("{summary}");
+    if let (Some(m), Some(tasks)) = (&model, &tasks) {
+        println!(
+            "{m}: {} tasks, {} distinct TVM workloads, {} of them with records exported",
+            tasks.len(),
+            workloads.as_ref().map_or(0, BTreeSet::len),
+            summary.workloads
+        );
+    }
+    Ok(())
+}
+
+/// `tgc cache gc [--best-k K] [--vacuum]`.
+fn gc(path: &Path, best_k: Option<usize>, vacuum: bool) -> Result<()> {
+    let mut cache = Cache::open_existing(path)?;
+    if let Some(k) = best_k {
+        cache.set_best_k(k)?;
+    }
+    let g = cache.gc(vacuum)?;
+    println!(
+        "{}: removed {} records, {} traces, {} tasks, {} targets, {} toolchains; {} -> {}",
+        cache.path().display(),
+        g.records,
+        g.traces,
+        g.tasks,
+        g.targets,
+        g.toolchains,
+        mb(g.bytes_before),
+        mb(g.bytes_after)
+    );
+    Ok(())
+}
+
+/// `tgc cache verify`: every problem on its own line, then an error naming their count.
+fn verify(path: &Path) -> Result<()> {
+    let cache = Cache::open_existing(path)?;
+    // The file, or the server's URL without its password.
+    let path = cache.path().to_path_buf();
+    let report = cache.verify()?;
+    if !report.is_ok() {
+        for p in &report.problems {
+            println!("{}: {p}", path.display());
         }
-        CacheCommand::Verify => {
-            let cache = Cache::open_existing(&path)?;
-            // The file, or the server's URL without its password.
-            let path = cache.path().to_path_buf();
-            let report = cache.verify()?;
-            if !report.is_ok() {
-                for p in &report.problems {
-                    println!("{}: {p}", path.display());
-                }
-                bail!(
-                    "{}: verify found {} problems (listed above)",
-                    path.display(),
-                    report.problems.len()
-                );
-            }
-            println!(
-                "{}: ok ({} tasks, {} traces, {} records; {} unused rows for gc)",
-                path.display(),
-                report.tasks,
-                report.traces,
-                report.records,
-                report.unreferenced
-            );
-            if report.older_keys > 0 {
-                println!(
-                    "{}: {} tasks carry keys of an older encoding (before {}): reached through their TVM workload hash only",
-                    path.display(),
-                    report.older_keys,
-                    tgc_canonicalize::KEY_PREFIX
-                );
-            }
-        }
+        bail!(
+            "{}: verify found {} problems (listed above)",
+            path.display(),
+            report.problems.len()
+        );
+    }
+    println!(
+        "{}: ok ({} tasks, {} traces, {} records; {} unused rows for gc)",
+        path.display(),
+        report.tasks,
+        report.traces,
+        report.records,
+        report.unreferenced
+    );
+    if report.older_keys > 0 {
+        println!(
+            "{}: {} tasks carry keys of an older encoding (before {}): reached through their TVM workload hash only",
+            path.display(),
+            report.older_keys,
+            tgc_canonicalize::KEY_PREFIX
+        );
     }
     Ok(())
 }

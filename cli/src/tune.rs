@@ -2,14 +2,14 @@
 //! through an [`Observer`]; the run itself is [`tgc_tune::tune`] (see that crate's docs).
 
 use crate::input::{load_model, parse_shape_arg, write_output};
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, Result};
 use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::time::Duration;
 use tgc_passes::seeding::{tier_name, SeedPlan, SeedPolicy};
-use tgc_tune::{CostModel, Observer, Report, RpcTracker, TaskReport, TuneConfig};
+use tgc_tune::{Observer, Report, TaskReport, TuneConfig, TuneOptions};
 
 #[derive(Args)]
 pub struct TuneArgs {
@@ -107,65 +107,36 @@ pub struct TuneArgs {
 }
 
 impl TuneArgs {
-    /// The tracker and key of `--rpc`, `--rpc-key` and `--rpc-sessions`; one of them without
-    /// the others is an error.
-    fn rpc(&self) -> Result<Option<RpcTracker>> {
-        match (&self.rpc, &self.rpc_key) {
-            (Some(addr), Some(key)) => Ok(Some(
-                RpcTracker::parse(addr, key, self.rpc_sessions.unwrap_or(1))
-                    .map_err(|e| anyhow!(e))?,
-            )),
-            (Some(_), None) => bail!("--rpc needs --rpc-key: the key the devices registered under"),
-            (None, Some(_)) => {
-                bail!("--rpc-key needs --rpc HOST:PORT: the tracker to measure through")
-            }
-            (None, None) if self.rpc_sessions.is_some() => {
-                bail!("--rpc-sessions needs --rpc HOST:PORT and --rpc-key")
-            }
-            (None, None) => Ok(None),
-        }
-    }
-
-    fn config(&self) -> Result<TuneConfig> {
-        Ok(TuneConfig {
-            target: self.target.clone(),
-            cache: self.cache.clone(),
+    /// The flags as the tuning driver's options (checked there, once).
+    fn options(&self) -> TuneOptions {
+        TuneOptions {
+            target: Some(self.target.clone()),
+            cache: self.cache.as_ref().map(|p| p.display().to_string()),
             cache_read_only: self.cache_read_only,
             no_cache: self.no_cache,
-            policy: SeedPolicy {
-                trials: self.trials_per_task,
-                max_seeds: self.max_seeds,
-                tolerance: self.tolerance,
-                patience: self.patience,
-                seeded_patience: self.seeded_patience,
-                ..SeedPolicy::DEFAULT
-            },
-            trials_per_round: self.trials_per_round,
-            population: self.population,
+            trials_per_task: Some(self.trials_per_task),
+            trials: self.trials,
+            time_budget: self.time_budget,
+            max_seeds: Some(self.max_seeds),
+            patience: Some(self.patience),
+            seeded_patience: Some(self.seeded_patience),
+            tolerance: Some(self.tolerance),
+            trials_per_round: Some(self.trials_per_round),
+            population: Some(self.population),
             max_tasks: self.max_tasks,
-            run_trials: self.trials,
-            time_budget_s: self.time_budget,
-            cost_model: match (&self.cost_model, self.no_cost_model_warm_start) {
-                (_, true) => CostModel::Cold,
-                (Some(file), _) => CostModel::File(file.clone()),
-                (None, false) => CostModel::Shared,
-            },
-            measure: !self.no_measure,
+            cost_model: self.cost_model.clone(),
+            no_cost_model_warm_start: self.no_cost_model_warm_start,
+            no_measure: self.no_measure,
             work_dir: self.work_dir.clone(),
-            model_name: self.model.clone(),
-            rpc: self.rpc()?,
-        })
+            rpc: self.rpc.clone(),
+            rpc_key: self.rpc_key.clone(),
+            rpc_sessions: self.rpc_sessions,
+        }
     }
 }
 
 pub fn run(args: TuneArgs) -> Result<()> {
-    if args.trials_per_task < 1 {
-        bail!(
-            "--trials-per-task must be at least 1, got {}",
-            args.trials_per_task
-        );
-    }
-    let config = args.config()?;
+    let config = args.options().config(&args.model).map_err(|e| anyhow!(e))?;
     let module = load_model(&args.model, &args.shapes)?;
     let mut progress = Progress::new();
     let report = tgc_tune::tune(module, &config, &mut progress).map_err(|e| {

@@ -153,40 +153,7 @@ fn zero_trial_builds_from_a_neighbours_cache_load_in_stock_tvm() {
     std::fs::write(&a, model(16)).expect("model A");
     std::fs::write(&b, model(12)).expect("model B");
     let cache = dir.join("cache.sqlite");
-
-    // Bad input first: no cache yet, an unreadable one, an unsupported op.
-    let e = error_line(&[
-        "build",
-        s(&b),
-        "-o",
-        s(&dir.join("x.so")),
-        "--cache",
-        s(&cache),
-    ]);
-    assert!(e.contains(s(&cache)) && e.contains("no cache there"), "{e}");
-    let garbage = dir.join("garbage.sqlite");
-    std::fs::write(&garbage, "not a database").expect("garbage written");
-    let e = error_line(&[
-        "build",
-        s(&b),
-        "-o",
-        s(&dir.join("x.so")),
-        "--cache",
-        s(&garbage),
-    ]);
-    assert!(
-        e.contains(s(&garbage)) && e.contains("not a tgc cache"),
-        "{e}"
-    );
-    let bad = dir.join("bad.tgc");
-    std::fs::write(&bad, model(12).replace("nn.relu(%0)", "nn.frobnicate(%0)")).expect("bad");
-    let e = error_line(&["build", s(&bad), "-o", s(&dir.join("x.so")), "--no-cache"]);
-    assert!(
-        e.contains(s(&bad)) && e.contains("unknown op 'nn.frobnicate'"),
-        "{e}"
-    );
-    assert!(!dir.join("x.so").exists());
-
+    bad_input_is_one_line(&dir, &b, &cache);
     ok(&[
         "tune",
         s(&a),
@@ -222,15 +189,75 @@ fn zero_trial_builds_from_a_neighbours_cache_load_in_stock_tvm() {
         "{e}"
     );
 
+    a_measured_transfer_is_written_back(&dir, &a, &b, &cache);
+    exact_ranked_and_default_builds_run_in_stock_tvm(&dir, &b, &cache, &only_a);
+    // tgc bench on a library, with the untuned model for comparison.
+    let out = ok(&[
+        "bench",
+        s(&dir.join("b-ranked.so")),
+        "--repeat",
+        "5",
+        "--untuned",
+        s(&b),
+        "--json",
+    ]);
+    let bench: Value = serde_json::from_slice(&out.stdout).expect("bench JSON");
+    assert_eq!(bench["schema"], "tgc.bench/1");
+    assert_eq!(bench["latency_ms"]["repeat"], 5);
+    assert!(bench["untuned_latency_ms"]["median"].as_f64().unwrap() > 0.0);
+    let e = error_line(&["bench", s(&dir.join("b.tgc"))]);
+    assert!(e.contains("b.tgc.json") && e.contains("sidecar"), "{e}");
+
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// No cache yet, an unreadable one, an unsupported op: one line each, nothing written.
+fn bad_input_is_one_line(dir: &Path, b: &Path, cache: &Path) {
+    // Bad input first: no cache yet, an unreadable one, an unsupported op.
+    let e = error_line(&[
+        "build",
+        s(b),
+        "-o",
+        s(&dir.join("x.so")),
+        "--cache",
+        s(cache),
+    ]);
+    assert!(e.contains(s(cache)) && e.contains("no cache there"), "{e}");
+    let garbage = dir.join("garbage.sqlite");
+    std::fs::write(&garbage, "not a database").expect("garbage written");
+    let e = error_line(&[
+        "build",
+        s(b),
+        "-o",
+        s(&dir.join("x.so")),
+        "--cache",
+        s(&garbage),
+    ]);
+    assert!(
+        e.contains(s(&garbage)) && e.contains("not a tgc cache"),
+        "{e}"
+    );
+    let bad = dir.join("bad.tgc");
+    std::fs::write(&bad, model(12).replace("nn.relu(%0)", "nn.frobnicate(%0)")).expect("bad");
+    let e = error_line(&["build", s(&bad), "-o", s(&dir.join("x.so")), "--no-cache"]);
+    assert!(
+        e.contains(s(&bad)) && e.contains("unknown op 'nn.frobnicate'"),
+        "{e}"
+    );
+    assert!(!dir.join("x.so").exists());
+}
+
+/// K = 1 from A's records: each task's best valid neighbour measured, applied, written back.
+fn a_measured_transfer_is_written_back(dir: &Path, a: &Path, b: &Path, cache: &Path) {
     // K = 1: each task's best valid neighbour is measured (one trial), applied and written
     // back; the outputs are checked and the library timed.
     let measured = build(
-        &dir,
-        s(&b),
+        dir,
+        s(b),
         "b-measured.so",
         &[
             "--cache",
-            s(&cache),
+            s(cache),
             "--measure-candidates",
             "1",
             "--check",
@@ -249,7 +276,7 @@ fn zero_trial_builds_from_a_neighbours_cache_load_in_stock_tvm() {
         assert_eq!(t["latency_kind"], "measured", "{t}");
         assert!(t["latency_s"].as_f64().unwrap() > 0.0, "{t}");
         assert!(t["records_written"].as_u64().unwrap() >= 1, "{t}");
-        assert_eq!(t["source"]["model"], s(&a), "{t}");
+        assert_eq!(t["source"]["model"], s(a), "{t}");
         assert!(t["tried"].as_u64().unwrap() >= 1, "{t}");
     }
     assert_eq!(
@@ -281,11 +308,11 @@ fn zero_trial_builds_from_a_neighbours_cache_load_in_stock_tvm() {
     // The written-back records carry K trials of effort (never 0, which would read as a
     // complete search): a later `tgc tune` of B resumes their search. Their provenance
     // says a build measured them.
-    let db = rusqlite::Connection::open(&cache).expect("cache opens");
+    let db = rusqlite::Connection::open(cache).expect("cache opens");
     let trials: Vec<(Option<i64>, String)> = db
         .prepare("SELECT trials, source FROM records WHERE model = ?1")
         .unwrap()
-        .query_map([s(&b)], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_map([s(b)], |r| Ok((r.get(0)?, r.get(1)?)))
         .unwrap()
         .map(|r| r.unwrap())
         .collect();
@@ -297,10 +324,18 @@ fn zero_trial_builds_from_a_neighbours_cache_load_in_stock_tvm() {
         "{trials:?}"
     );
     drop(db);
+}
 
+/// An exact build, a rank-only build and TVM's defaults, all loaded by stock TVM.
+fn exact_ranked_and_default_builds_run_in_stock_tvm(
+    dir: &Path,
+    b: &Path,
+    cache: &Path,
+    only_a: &Path,
+) {
     // The next build of B is exact: the records as they are, nothing measured. Without
     // --check (or --bench) the model is built once and exported, nothing runs.
-    let exact = build(&dir, s(&b), "b-exact.so", &["--cache", s(&cache)]);
+    let exact = build(dir, s(b), "b-exact.so", &["--cache", s(cache)]);
     assert!(exact["end_to_end"].is_null(), "{exact}");
     assert!(exact["bench"].is_null(), "{exact}");
     for t in tasks_of(&exact) {
@@ -311,16 +346,10 @@ fn zero_trial_builds_from_a_neighbours_cache_load_in_stock_tvm() {
 
     // K = 0 from A's records only: ranked, the first candidate that replays is applied.
     let ranked = build(
-        &dir,
-        s(&b),
+        dir,
+        s(b),
         "b-ranked.so",
-        &[
-            "--cache",
-            s(&only_a),
-            "--measure-candidates",
-            "0",
-            "--check",
-        ],
+        &["--cache", s(only_a), "--measure-candidates", "0", "--check"],
     );
     for t in tasks_of(&ranked) {
         assert_eq!(t["tier"], "structural-transfer", "{t}");
@@ -335,7 +364,7 @@ fn zero_trial_builds_from_a_neighbours_cache_load_in_stock_tvm() {
     }
 
     // TVM's defaults, and both libraries in stock TVM on the same inputs.
-    let untuned = build(&dir, s(&b), "b-untuned.so", &["--no-cache"]);
+    let untuned = build(dir, s(b), "b-untuned.so", &["--no-cache"]);
     for t in tasks_of(&untuned) {
         assert_eq!(t["tier"], "default", "{t}");
     }
@@ -344,25 +373,6 @@ fn zero_trial_builds_from_a_neighbours_cache_load_in_stock_tvm() {
         let d = stock_tvm_difference(&dir.join(built), &dir.join("b-untuned.so"));
         assert!(d < 1e-4, "{built}: {d} of the output's scale");
     }
-
-    // tgc bench on a library, with the untuned model for comparison.
-    let out = ok(&[
-        "bench",
-        s(&dir.join("b-ranked.so")),
-        "--repeat",
-        "5",
-        "--untuned",
-        s(&b),
-        "--json",
-    ]);
-    let bench: Value = serde_json::from_slice(&out.stdout).expect("bench JSON");
-    assert_eq!(bench["schema"], "tgc.bench/1");
-    assert_eq!(bench["latency_ms"]["repeat"], 5);
-    assert!(bench["untuned_latency_ms"]["median"].as_f64().unwrap() > 0.0);
-    let e = error_line(&["bench", s(&dir.join("b.tgc"))]);
-    assert!(e.contains("b.tgc.json") && e.contains("sidecar"), "{e}");
-
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -487,19 +497,24 @@ fn a_models_export_feeds_stock_compile_relax() {
     );
     assert_eq!(applied["end_to_end"]["outputs_finite"], true);
 
-    // Alternating mode: the same model from two databases (here both the export), timed in
-    // alternating rounds in one process.
+    alternating_rounds_time_two_databases(&fixture, &db, &target, &applied);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `stock_apply.py --against`: the same model from two databases (here both `db`), timed in
+/// alternating rounds in one process.
+fn alternating_rounds_time_two_databases(fixture: &Path, db: &Path, target: &str, applied: &Value) {
     let alt = stock_apply(&[
-        s(&fixture),
-        s(&db),
+        s(fixture),
+        s(db),
         "--against",
-        s(&db),
+        s(db),
         "--rounds",
         "3",
         "--runs",
         "2",
         "--target",
-        &target,
+        target,
     ]);
     let a = &alt["alternating"];
     assert_eq!(a["rounds"], 3, "{alt}");
@@ -533,5 +548,4 @@ fn a_models_export_feeds_stock_compile_relax() {
         a["threads"], applied["end_to_end"]["latency_ms"]["threads"],
         "{alt}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

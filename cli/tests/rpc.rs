@@ -291,10 +291,25 @@ fn a_device_that_drops_out_mid_run_fails_its_candidates_and_the_run_goes_on() {
 
     let r: Value = serde_json::from_str(&fs::read_to_string(&report).expect("report written"))
         .expect("JSON report");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let written = the_lost_candidate_is_counted(&r, &stdout, &stderr, &tracker, &key);
+    the_cache_holds_every_record_under_the_device(&dir, &key, written);
+}
+
+/// The report of a run on two devices, one of them lost: where it was measured, the
+/// device in the target, every re-measured record written, the failures counted and
+/// named. Returns the records written.
+fn the_lost_candidate_is_counted(
+    r: &Value,
+    stdout: &str,
+    stderr: &str,
+    tracker: &str,
+    key: &str,
+) -> u64 {
     let on = &r["measured_on"];
     assert_eq!(on["kind"], "rpc", "{on}");
-    assert_eq!(on["tracker"], tracker.as_str());
-    assert_eq!(on["key"], key.as_str());
+    assert_eq!(on["tracker"], tracker);
+    assert_eq!(on["key"], key);
     assert_eq!(on["sessions"], 2);
     assert_eq!(on["devices_at_start"]["free"], 2, "{on}");
     // The device's identity is in the target, so in the cache's key.
@@ -333,14 +348,16 @@ fn a_device_that_drops_out_mid_run_fails_its_candidates_and_the_run_goes_on() {
         "{stderr}"
     );
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains(&format!(
+        stdout.contains(&format!(
             "measured on the devices under key {key:?} at RPC tracker {tracker}, 2 at once; {failed} measurements failed"
         )),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
+        "{stdout}"
     );
+    written
+}
 
-    // The cache holds exactly those records, all under the device's target.
+/// The cache holds exactly the run's `written` records, all under the device's target.
+fn the_cache_holds_every_record_under_the_device(dir: &Path, key: &str, written: u64) {
     let stats = Command::new(env!("CARGO_BIN_EXE_tgc"))
         .args(["cache", "stats", "--json", "--cache"])
         .arg(dir.join("cache.sqlite"))

@@ -14,8 +14,7 @@ use {
     crate::pass::{OptionDefault, OptionSpec, Pass, PassError, PassInfo, PassOptions},
     crate::seeding::CandidateRef,
     crate::target::resolve_target,
-    std::path::PathBuf,
-    tgc_cache::{Cache, Candidate, Query, Target, Toolchain},
+    tgc_cache::{Cache, CacheLocation, Candidate, Query, SharedCache, Target, Toolchain},
     tgc_canonicalize::{Features, TaskKeys},
     tgc_ir::{Attr, Function, Module},
 };
@@ -36,7 +35,7 @@ pub static INFO: PassInfo = PassInfo {
         OptionSpec {
             name: "cache",
             default: OptionDefault::Str(""),
-            help: "cache file ($TGC_CACHE or the user cache dir when empty)",
+            help: "cache file or postgres:// URL ($TGC_CACHE or the user cache dir when empty; a driver hands the pass its opened cache instead)",
         },
         OptionSpec {
             name: "target",
@@ -63,16 +62,17 @@ pub static INFO: PassInfo = PassInfo {
                 "option 'limit' of pass 'annotate-cache' must be at least 0, got {limit}"
             ));
         }
-        let path = match o.str("cache") {
-            "" => Cache::default_path().map_err(|e| e.to_string())?,
-            p => PathBuf::from(p),
+        let source = match (o.cache(), o.str("cache")) {
+            (Some(opened), _) => CacheSource::Opened(opened.clone()),
+            (None, "") => CacheSource::At(CacheLocation::default_location().map_err(|e| e.to_string())?),
+            (None, p) => CacheSource::At(CacheLocation::parse(p)),
         };
         let toolchain = match o.str("toolchain") {
             "" => Toolchain::pinned(),
             t => Toolchain::parse(t).map_err(|e| e.to_string())?,
         };
         Ok(Box::new(AnnotateCache {
-            path,
+            source,
             target,
             toolchain,
             limit: limit as usize,
@@ -80,9 +80,20 @@ pub static INFO: PassInfo = PassInfo {
     },
 };
 
+/// The cache annotate-cache reads.
+#[cfg(feature = "cache")]
+#[derive(Clone, Debug)]
+pub enum CacheSource {
+    /// A driver's opened cache (`tgc tune`, `tgc build`): one connection for the run, with
+    /// the run's settings.
+    Opened(SharedCache),
+    /// A location, opened for each run of the pass (`tgc opt`).
+    At(CacheLocation),
+}
+
 #[cfg(feature = "cache")]
 pub struct AnnotateCache {
-    pub path: PathBuf,
+    pub source: CacheSource,
     pub target: Target,
     pub toolchain: Toolchain,
     pub limit: usize,
@@ -125,15 +136,28 @@ impl AnnotateCache {
         Ok(())
     }
 
-    /// The cache, when the file exists (a server is always opened): no cache yet means no
-    /// candidates, not an error (the first run of a model).
-    pub fn open(&self) -> Result<Option<Cache>, String> {
-        if tgc_cache::server::is_server_url(&self.path) || self.path.exists() {
-            Cache::open_existing(&self.path)
-                .map(Some)
-                .map_err(|e| e.to_string())
-        } else {
-            Ok(None)
+    /// Annotates every task function of `module` from the pass's cache: the opened one, or
+    /// the location's when it exists (a server is always opened; no cache yet means no
+    /// candidates, not an error: the first run of a model).
+    pub fn annotate_module(&self, module: &mut Module) -> Result<(), String> {
+        let tasks = module.functions.values_mut().filter(|f| f.is_primitive());
+        match &self.source {
+            CacheSource::Opened(shared) => {
+                let cache = shared.lock();
+                tasks
+                    .into_iter()
+                    .try_for_each(|f| self.annotate(Some(&*cache), f))
+            }
+            CacheSource::At(location) => {
+                let cache = if location.exists() {
+                    Some(Cache::open_existing(location).map_err(|e| e.to_string())?)
+                } else {
+                    None
+                };
+                tasks
+                    .into_iter()
+                    .try_for_each(|f| self.annotate(cache.as_ref(), f))
+            }
         }
     }
 }
@@ -165,10 +189,6 @@ impl Pass for AnnotateCache {
     }
 
     fn run(&self, module: &mut Module) -> Result<(), PassError> {
-        let cache = self.open().map_err(PassError)?;
-        for f in module.functions.values_mut().filter(|f| f.is_primitive()) {
-            self.annotate(cache.as_ref(), f).map_err(PassError)?;
-        }
-        Ok(())
+        self.annotate_module(module).map_err(PassError)
     }
 }

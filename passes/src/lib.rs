@@ -20,3 +20,6 @@ pub use manager::{Instrumentation, PassManager, PassRun, PipelineError, PrintIrA
 pub use pass::{
     OptionDefault, OptionKind, OptionSpec, OptionValue, Pass, PassError, PassInfo, PassOptions,
 };
+/// The run's opened cache, which a driver hands the passes that read the cache.
+#[cfg(feature = "cache")]
+pub use tgc_cache::SharedCache;

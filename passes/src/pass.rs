@@ -127,10 +127,13 @@ impl fmt::Display for OptionValue {
     }
 }
 
-/// The options a pass is created with: every declared option, given or defaulted.
+/// The options a pass is created with: every declared option, given or defaulted, and the
+/// resources a driver hands its passes (the run's opened cache).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PassOptions {
     values: Vec<(&'static str, OptionValue)>,
+    #[cfg(feature = "cache")]
+    cache: Option<tgc_cache::SharedCache>,
 }
 
 impl PassOptions {
@@ -167,7 +170,24 @@ impl PassOptions {
             };
             values.push((spec.name, value));
         }
-        Ok(PassOptions { values })
+        Ok(PassOptions {
+            values,
+            ..PassOptions::default()
+        })
+    }
+
+    /// With the run's opened cache, which a pass that reads the cache (annotate-cache) uses
+    /// instead of opening the location its options name.
+    #[cfg(feature = "cache")]
+    pub fn with_cache(mut self, cache: Option<tgc_cache::SharedCache>) -> PassOptions {
+        self.cache = cache;
+        self
+    }
+
+    /// The cache a driver handed the pass, if any.
+    #[cfg(feature = "cache")]
+    pub fn cache(&self) -> Option<&tgc_cache::SharedCache> {
+        self.cache.as_ref()
     }
 
     pub fn get(&self, name: &str) -> Option<&OptionValue> {

@@ -60,6 +60,8 @@ pub struct Overrides {
     pub options: Vec<(&'static str, &'static str, String)>,
     /// Passes not run.
     pub skip: Vec<&'static str>,
+    /// The run's opened cache, handed to every pass that reads the cache.
+    pub cache: Option<tgc_passes::SharedCache>,
 }
 
 impl Overrides {
@@ -70,6 +72,11 @@ impl Overrides {
 
     pub fn skip(mut self, pass: &'static str) -> Self {
         self.skip.push(pass);
+        self
+    }
+
+    pub fn cache(mut self, cache: tgc_passes::SharedCache) -> Self {
+        self.cache = Some(cache);
         self
     }
 }
@@ -116,11 +123,12 @@ pub fn build_pipeline_with(
                 written.push((option.to_string(), value.clone()));
             }
         }
-        let options =
-            PassOptions::resolve(info, &written).map_err(|message| PipelineParseError {
+        let options = PassOptions::resolve(info, &written)
+            .map_err(|message| PipelineParseError {
                 column: element.column,
                 message,
-            })?;
+            })?
+            .with_cache(overrides.cache.clone());
         let pass = (info.create)(&options).map_err(|message| PipelineParseError {
             column: element.column,
             message,

@@ -159,11 +159,8 @@ struct Cache {
     inner: Store,
 }
 
-fn cache_path(path: Option<PathBuf>) -> PyResult<PathBuf> {
-    match path {
-        Some(p) => Ok(p),
-        None => Store::default_path().map_err(err),
-    }
+fn cache_location(path: Option<PathBuf>) -> PyResult<tgc_cache::CacheLocation> {
+    tgc_cache::CacheLocation::or_default(path.map(tgc_cache::CacheLocation::parse)).map_err(err)
 }
 
 fn toolchain(text: Option<&str>) -> PyResult<Toolchain> {
@@ -185,7 +182,7 @@ impl Cache {
     #[new]
     #[pyo3(signature = (path = None, create = true))]
     fn new(path: Option<PathBuf>, create: bool) -> PyResult<Cache> {
-        let path = cache_path(path)?;
+        let path = cache_location(path)?;
         let inner = if create {
             Store::open(&path)
         } else {
@@ -304,202 +301,113 @@ fn outcome(
     (report.to_string(), warnings, check.err())
 }
 
-/// Options of `tune`/`build` from Python keywords (a JSON object); a key not in `known` is
-/// an error, so a misspelt keyword does not pass unnoticed.
-struct Options(serde_json::Map<String, serde_json::Value>);
-
-impl Options {
-    fn parse(text: &str, known: &[&str]) -> PyResult<Options> {
-        let v: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| err(format!("options: {e}")))?;
-        let serde_json::Value::Object(map) = v else {
-            return Err(err("options: not an object"));
-        };
-        if let Some(k) = map.keys().find(|k| !known.contains(&k.as_str())) {
-            return Err(err(format!(
-                "unknown option '{k}' (known: {})",
-                known.join(", ")
-            )));
-        }
-        Ok(Options(map))
-    }
-
-    /// The option `key` read by `read` (`None` when absent or null); `what` names the kind
-    /// expected in the error for a value of another kind.
-    fn typed<T>(
-        &self,
-        key: &str,
-        what: &str,
-        read: impl Fn(&serde_json::Value) -> Option<T>,
-    ) -> PyResult<Option<T>> {
-        match self.0.get(key).filter(|v| !v.is_null()) {
-            None => Ok(None),
-            Some(v) => read(v)
-                .map(Some)
-                .ok_or_else(|| err(format!("{key}: not {what}"))),
-        }
-    }
-
-    fn str(&self, key: &str) -> PyResult<Option<String>> {
-        self.typed(key, "a string", |v| v.as_str().map(str::to_string))
-    }
-
-    fn int(&self, key: &str) -> PyResult<Option<i64>> {
-        self.typed(key, "an integer", serde_json::Value::as_i64)
-    }
-
-    fn uint(&self, key: &str) -> PyResult<Option<u64>> {
-        self.typed(key, "a non-negative integer", serde_json::Value::as_u64)
-    }
-
-    fn float(&self, key: &str) -> PyResult<Option<f64>> {
-        self.typed(key, "a number", serde_json::Value::as_f64)
-    }
-
-    fn bool(&self, key: &str) -> PyResult<Option<bool>> {
-        self.typed(key, "a bool", serde_json::Value::as_bool)
-    }
-}
-
-const TUNE_OPTIONS: &[&str] = &[
-    "target",
-    "cache",
-    "cache_read_only",
-    "no_cache",
-    "rpc",
-    "rpc_key",
-    "rpc_sessions",
-    "trials_per_task",
-    "trials",
-    "time_budget",
-    "max_seeds",
-    "patience",
-    "seeded_patience",
-    "tolerance",
-    "trials_per_round",
-    "population",
-    "max_tasks",
-    "cost_model",
-    "cost_model_warm_start",
-    "measure",
-    "work_dir",
-];
-
-/// `tgc tune`: the tuning driver on `module` with the CLI's options by their flag names
-/// (`trials_per_task`, `time_budget`, ...; JSON text). Returns the report (`tgc tune
-/// --report`) as JSON, the run's warnings, and the output check's failure, if any.
+/// `tgc tune`: the tuning driver on `module`, its options by their flag names
+/// (`trials_per_task` is `--trials-per-task`; checked once, by the driver's options). Returns
+/// the report (`tgc tune --report`) as JSON, the run's warnings, and the output check's
+/// failure, if any.
 #[pyfunction]
+#[pyo3(signature = (module, model, *, target = None, cache = None, cache_read_only = false,
+    no_cache = false, trials_per_task = None, trials = None, time_budget = None,
+    max_seeds = None, patience = None, seeded_patience = None, tolerance = None,
+    trials_per_round = None, population = None, max_tasks = None, cost_model = None,
+    cost_model_warm_start = true, measure = true, work_dir = None, rpc = None, rpc_key = None,
+    rpc_sessions = None))]
+#[allow(clippy::too_many_arguments)]
 fn tune_json(
     py: Python<'_>,
     module: &Module,
     model: &str,
-    options: &str,
+    target: Option<String>,
+    cache: Option<String>,
+    cache_read_only: bool,
+    no_cache: bool,
+    trials_per_task: Option<i64>,
+    trials: Option<u64>,
+    time_budget: Option<f64>,
+    max_seeds: Option<usize>,
+    patience: Option<i64>,
+    seeded_patience: Option<i64>,
+    tolerance: Option<f64>,
+    trials_per_round: Option<i64>,
+    population: Option<i64>,
+    max_tasks: Option<usize>,
+    cost_model: Option<PathBuf>,
+    cost_model_warm_start: bool,
+    measure: bool,
+    work_dir: Option<PathBuf>,
+    rpc: Option<String>,
+    rpc_key: Option<String>,
+    rpc_sessions: Option<u32>,
 ) -> PyResult<(String, Vec<String>, Option<String>)> {
-    let o = Options::parse(options, TUNE_OPTIONS)?;
-    let mut c = tgc_tune::TuneConfig::new(model);
-    if let Some(t) = o.str("target")? {
-        c.target = t;
-    }
-    c.cache = o.str("cache")?.map(PathBuf::from);
-    c.cache_read_only = o.bool("cache_read_only")?.unwrap_or(false);
-    c.no_cache = o.bool("no_cache")?.unwrap_or(false);
-    c.rpc = match (o.str("rpc")?, o.str("rpc_key")?) {
-        (Some(address), Some(key)) => {
-            let sessions = o
-                .uint("rpc_sessions")?
-                .map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX));
-            Some(tgc_tvm::RpcTracker::parse(&address, &key, sessions).map_err(err)?)
-        }
-        (None, None) => None,
-        _ => return Err(err("rpc and rpc_key go together")),
+    let options = tgc_tune::TuneOptions {
+        target,
+        cache,
+        cache_read_only,
+        no_cache,
+        trials_per_task,
+        trials,
+        time_budget,
+        max_seeds,
+        patience,
+        seeded_patience,
+        tolerance,
+        trials_per_round,
+        population,
+        max_tasks,
+        cost_model,
+        no_cost_model_warm_start: !cost_model_warm_start,
+        no_measure: !measure,
+        work_dir,
+        rpc,
+        rpc_key,
+        rpc_sessions,
     };
-    let p = &mut c.policy;
-    p.trials = o.int("trials_per_task")?.unwrap_or(p.trials);
-    p.max_seeds = o.uint("max_seeds")?.map_or(p.max_seeds, |v| v as usize);
-    p.patience = o.int("patience")?.unwrap_or(p.patience);
-    p.seeded_patience = o.int("seeded_patience")?.unwrap_or(p.seeded_patience);
-    p.tolerance = o.float("tolerance")?.unwrap_or(p.tolerance);
-    if p.trials < 1 {
-        return Err(err(format!(
-            "trials_per_task must be at least 1, got {}",
-            p.trials
-        )));
-    }
-    c.trials_per_round = o.int("trials_per_round")?.unwrap_or(c.trials_per_round);
-    c.population = o.int("population")?.unwrap_or(c.population);
-    c.max_tasks = o.uint("max_tasks")?.map(|v| v as usize);
-    c.run_trials = o.uint("trials")?;
-    c.time_budget_s = o.float("time_budget")?;
-    c.cost_model = match (
-        o.str("cost_model")?,
-        o.bool("cost_model_warm_start")?.unwrap_or(true),
-    ) {
-        (_, false) => tgc_tune::CostModel::Cold,
-        (Some(file), true) => tgc_tune::CostModel::File(file.into()),
-        (None, true) => tgc_tune::CostModel::Shared,
-    };
-    c.measure = o.bool("measure")?.unwrap_or(true);
-    c.work_dir = o.str("work_dir")?.map(PathBuf::from);
+    let c = options.config(model).map_err(err)?;
     let module = module.inner.clone();
     let (result, warnings) = detached(py, move |w| tgc_tune::tune(module, &c, w));
     let report = result.map_err(err)?;
     Ok(outcome(report.to_json(), warnings, report.check_outputs()))
 }
 
-const BUILD_OPTIONS: &[&str] = &[
-    "target",
-    "cache",
-    "cache_read_only",
-    "no_cache",
-    "measure_candidates",
-    "check",
-    "bench",
-    "work_dir",
-];
-
-/// `tgc build -o output`: the deployable library from the cache. Returns the build report
-/// (`tgc build --report`) as JSON, the run's warnings, and the output check's failure, if any.
+/// `tgc build -o output`: the deployable library from the cache, its options by their flag
+/// names. Returns the build report (`tgc build --report`) as JSON, the run's warnings, and
+/// the output check's failure, if any.
 #[pyfunction]
+#[pyo3(signature = (module, model, output, *, target = None, cache = None,
+    cache_read_only = false, no_cache = false, measure_candidates = None, check = false,
+    bench = false, work_dir = None))]
+#[allow(clippy::too_many_arguments)]
 fn build_json(
     py: Python<'_>,
     module: &Module,
     model: &str,
     output: PathBuf,
-    options: &str,
+    target: Option<String>,
+    cache: Option<String>,
+    cache_read_only: bool,
+    no_cache: bool,
+    measure_candidates: Option<u64>,
+    check: bool,
+    bench: bool,
+    work_dir: Option<PathBuf>,
 ) -> PyResult<(String, Vec<String>, Option<String>)> {
-    let o = Options::parse(options, BUILD_OPTIONS)?;
-    let c = build_config(model, output, &o)?;
+    let defaults = tgc_tune::BuildConfig::new(model, output);
+    let c = tgc_tune::BuildConfig {
+        target: target.unwrap_or(defaults.target.clone()),
+        cache: cache.map(tgc_cache::CacheLocation::parse),
+        cache_read_only,
+        no_cache,
+        measure_candidates: measure_candidates.unwrap_or(defaults.measure_candidates),
+        check,
+        bench,
+        work_dir,
+        ..defaults
+    };
     let module = module.inner.clone();
     let (result, warnings) = detached(py, move |w| tgc_tune::build(module, &c, w));
     let report = result.map_err(err)?;
     Ok(outcome(report.to_json(), warnings, report.check_outputs()))
 }
-
-/// The options of `build_json` as a [`tgc_tune::BuildConfig`] (`output` is `output`).
-fn build_config(model: &str, output: PathBuf, o: &Options) -> PyResult<tgc_tune::BuildConfig> {
-    let mut c = tgc_tune::BuildConfig::new(model, output);
-    if let Some(t) = o.str("target")? {
-        c.target = t;
-    }
-    c.cache = o.str("cache")?.map(PathBuf::from);
-    c.cache_read_only = o.bool("cache_read_only")?.unwrap_or(false);
-    c.no_cache = o.bool("no_cache")?.unwrap_or(false);
-    c.measure_candidates = o
-        .uint("measure_candidates")?
-        .unwrap_or(c.measure_candidates);
-    c.check = o.bool("check")?.unwrap_or(false);
-    c.bench = o.bool("bench")?.unwrap_or(false);
-    c.work_dir = o.str("work_dir")?.map(PathBuf::from);
-    Ok(c)
-}
-
-const PLAN_OPTIONS: &[&str] = &[
-    "target",
-    "cache",
-    "no_cache",
-    "measure_candidates",
-    "work_dir",
-];
 
 /// `tgc build`'s choice of records per task, without the build (`tgc_tune::plan_schedules`):
 /// what `tgc.relax.ApplyCache` applies to a Relax module itself.
@@ -543,14 +451,28 @@ impl SchedulePlan {
 /// `build_json`'s, without output, check and bench); starts the TVM worker. Returns the plan
 /// and the run's warnings.
 #[pyfunction]
+#[pyo3(signature = (module, model, *, target = None, cache = None, no_cache = false,
+    measure_candidates = None, work_dir = None))]
+#[allow(clippy::too_many_arguments)]
 fn schedule_plan(
     py: Python<'_>,
     module: &Module,
     model: &str,
-    options: &str,
+    target: Option<String>,
+    cache: Option<String>,
+    no_cache: bool,
+    measure_candidates: Option<u64>,
+    work_dir: Option<PathBuf>,
 ) -> PyResult<(SchedulePlan, Vec<String>)> {
-    let o = Options::parse(options, PLAN_OPTIONS)?;
-    let c = build_config(model, PathBuf::new(), &o)?;
+    let defaults = tgc_tune::BuildConfig::new(model, PathBuf::new());
+    let c = tgc_tune::BuildConfig {
+        target: target.unwrap_or(defaults.target.clone()),
+        cache: cache.map(tgc_cache::CacheLocation::parse),
+        no_cache,
+        measure_candidates: measure_candidates.unwrap_or(defaults.measure_candidates),
+        work_dir,
+        ..defaults
+    };
     let module = module.inner.clone();
     let (result, warnings) = detached(py, move |w| tgc_tune::plan_schedules(module, &c, w));
     let inner = result.map_err(err)?;

@@ -94,7 +94,7 @@ class TestTuneAndBuild(unittest.TestCase):
             tgc.tune(self.mod, trials_per_tsak=3)
         with self.assertRaises(tgc.TgcError) as cm:
             tgc.tune(self.mod, cache=self.cache, trials_per_task=0)
-        self.assertIn("trials_per_task must be at least 1", str(cm.exception))
+        self.assertIn("--trials-per-task must be at least 1", str(cm.exception))
 
 
 if __name__ == "__main__":
@@ -107,7 +107,7 @@ class TestTuneOptions(unittest.TestCase):
     def test_rpc_needs_its_key_and_a_host_port(self):
         with self.assertRaises(tgc.TgcError) as e:
             tgc.tune(small_model(), rpc="127.0.0.1:9190", no_cache=True)
-        self.assertIn("rpc and rpc_key go together", str(e.exception))
+        self.assertIn("--rpc needs --rpc-key", str(e.exception))
         with self.assertRaises(tgc.TgcError) as e:
             tgc.tune(small_model(), rpc="nohostport", rpc_key="k", no_cache=True)
         self.assertIn("expected HOST:PORT", str(e.exception))

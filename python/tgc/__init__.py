@@ -197,7 +197,7 @@ def tune(model, *, target: str = "llvm", cache: str | os.PathLike | Cache | None
                 cost_model_warm_start=cost_model_warm_start, measure=measure,
                 work_dir=_path(work_dir), cache_read_only=cache_read_only, rpc=rpc,
                 rpc_key=rpc_key, rpc_sessions=rpc_sessions)
-    text, warns, problem = _native.tune_json(m, _label(model, name), json.dumps(opts))
+    text, warns, problem = _native.tune_json(m, _label(model, name), **opts)
     _warn(warns)
     return _checked(json.loads(text), problem, check=True)
 
@@ -246,7 +246,7 @@ def build(model, *, target: str = "llvm", cache: str | os.PathLike | Cache | Non
     opts = dict(target=target, cache=_path(cache), no_cache=no_cache,
                 measure_candidates=measure_candidates, check=check, bench=bench,
                 work_dir=_path(work_dir), cache_read_only=cache_read_only)
-    text, warns, problem = _native.build_json(m, _label(model, name), os.fspath(output), json.dumps(opts))
+    text, warns, problem = _native.build_json(m, _label(model, name), os.fspath(output), **opts)
     _warn(warns)
     report = _checked(json.loads(text), problem, check)
     if keep:

@@ -133,7 +133,7 @@ class ApplyCache:
         t0 = time.time()
         _worker_python()
         module, entry, lifted = convert(mod, self.name, self.func)
-        plan, warns = _native.schedule_plan(module, self.name, json.dumps(self.options))
+        plan, warns = _native.schedule_plan(module, self.name, **self.options)
         _warn(warns)
         measure, tvmutil, WorkerError = _worker_measure()
         try:

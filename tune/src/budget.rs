@@ -21,9 +21,8 @@
 //!   left, which is no reason to search it again;
 //! - no task gets more than [`SHARE_CAP`] times its cold share: what earlier tasks left
 //!   goes to the later ones by weight up to that cap, and beyond it stays unspent (the run
-//!   ends sooner). Without the cap the last task took whatever was left, however light:
-//!   in session 14 Wide-ResNet-50-2's lightest tuned task, cold share 6, came last and
-//!   took 25 trials of the 64, 43-46 s of an 81-87 s run ([`capped`]);
+//!   ends sooner). Without the cap the last task takes whatever is left, however light
+//!   ([`capped`]);
 //! - a time budget converts into trials at the seconds per trial measured so far in the
 //!   run (before the first task: [`INITIAL_SECONDS_PER_TRIAL`]).
 //!
@@ -38,8 +37,11 @@ pub struct Share {
     pub flops: f64,
     /// Its best known latency on this target: a cached exact hit, or the neighbours' goal.
     pub latency_s: Option<f64>,
+    /// The search effort (trials) behind its best exact record, when it has one (0:
+    /// unknown, as in a MetaSchedule import).
+    pub exact_effort: Option<i64>,
     /// Its plan may end on an exact hit after measuring this many trials (its best exact
-    /// seed: 1; 0: a search).
+    /// seed: 1; 0: a search). [`RunBudget::new`] sets it from `exact_effort`.
     pub exact_seeds: u64,
 }
 
@@ -139,6 +141,73 @@ impl Budget {
     }
 }
 
+/// A run budget over a run's tasks in tuning order: what each task gets at its turn
+/// ([`RunBudget::turn`]) and what it spent.
+#[derive(Clone, Debug)]
+pub struct RunBudget {
+    budget: Budget,
+    shares: Vec<Share>,
+    cold: Vec<u64>,
+    per_round: u64,
+}
+
+/// A task's part of a run budget at its turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Turn {
+    /// Its trials (0: the budget does not reach it).
+    pub allocated: u64,
+    /// What a cold run would give it.
+    pub cold_share: u64,
+    /// The search effort an exact hit's record needs behind it to be final ([`hit_bar`]).
+    pub hit_effort: u64,
+}
+
+impl RunBudget {
+    /// The budget of `trials` and `seconds` over `shares` (tuning order), with rounds of
+    /// `per_round`; `None` without a limit (every plan keeps its own trials).
+    pub fn new(
+        trials: Option<u64>,
+        seconds: Option<f64>,
+        mut shares: Vec<Share>,
+        per_round: u64,
+    ) -> Option<RunBudget> {
+        let budget = Budget::new(trials, seconds);
+        let cold = budget.cold_shares(&shares)?;
+        // a later exact hit is charged its one trial when its record meets the bar, by the
+        // plan's own rule
+        for (s, &c) in shares.iter_mut().zip(&cold) {
+            let bar = hit_bar(c, per_round) as i64;
+            s.exact_seeds = u64::from(s.exact_effort.is_some_and(|e| effort_suffices(e, bar)));
+        }
+        Some(RunBudget {
+            budget,
+            shares,
+            cold,
+            per_round,
+        })
+    }
+
+    /// The `k`-th task's turn: its share of what is left ([`Budget::allocate`], at most
+    /// [`capped`]), its cold share and the effort that makes its exact hit final.
+    pub fn turn(&self, k: usize) -> Turn {
+        let cold_share = self.cold[k];
+        let allocated = self
+            .budget
+            .allocate(&self.shares[k], &self.shares[k + 1..])
+            .map_or(0, |n| capped(n, cold_share));
+        Turn {
+            allocated,
+            cold_share,
+            hit_effort: hit_bar(cold_share, self.per_round),
+        }
+    }
+
+    /// Records a finished task.
+    pub fn spend(&mut self, trials: u64, seconds: f64) {
+        self.budget.spend(trials, seconds);
+    }
+}
+
 /// The search effort (trials) an exact hit's record needs behind it to be final under a
 /// run budget: the task's cold share, less anything short of one search round of
 /// `per_round` trials. Shares are rounded slices of a budget whose weights move from model
@@ -200,16 +269,18 @@ fn median_rate<'a>(shares: impl Iterator<Item = &'a Share>) -> Option<f64> {
     Some(rates[rates.len() / 2])
 }
 
+use tgc_passes::seeding::effort_suffices;
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tgc_passes::seeding::effort_suffices;
 
     fn search(occurrences: usize, flops: f64, latency_s: Option<f64>) -> Share {
         Share {
             occurrences,
             flops,
             latency_s,
+            exact_effort: None,
             exact_seeds: 0,
         }
     }
@@ -307,6 +378,39 @@ mod tests {
             Budget::new(Some(10), None).cold_shares(&none),
             Some(vec![5, 5])
         );
+    }
+
+    #[test]
+    fn a_run_budget_gives_each_task_its_turn() {
+        assert!(RunBudget::new(None, None, vec![search(1, 1e6, None)], 8).is_none());
+        // two tasks of one weight, 32 trials, rounds of 8: cold shares 16 each, a hit
+        // final with 9 trials of search behind it
+        let hit = |effort| Share {
+            exact_effort: Some(effort),
+            ..search(1, 1e6, Some(1e-3))
+        };
+        let b =
+            RunBudget::new(Some(32), None, vec![search(1, 1e6, Some(1e-3)), hit(9)], 8).unwrap();
+        // the later final hit is charged one trial; the first task's share is capped at
+        // twice its cold share
+        assert_eq!(
+            b.turn(0),
+            Turn {
+                allocated: 31,
+                cold_share: 16,
+                hit_effort: 9
+            }
+        );
+        // a record with less search behind it resumes: no charge, an even split
+        let b =
+            RunBudget::new(Some(32), None, vec![search(1, 1e6, Some(1e-3)), hit(8)], 8).unwrap();
+        assert_eq!(b.turn(0).allocated, 16);
+        // spent: the last task gets what is left, at most twice its cold share
+        let mut b = b;
+        b.spend(4, 1.0);
+        assert_eq!(b.turn(1).allocated, 28);
+        b.spend(28, 1.0);
+        assert_eq!(b.turn(1).allocated, 0);
     }
 
     #[test]

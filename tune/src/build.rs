@@ -11,8 +11,8 @@
 //! - structural or family neighbours: a zero-trial transfer of the plan's seeds (their
 //!   traces with the workload of the task they were tuned on, so the worker repairs tiles or
 //!   transfers the anchor block's schedule). With `measure_candidates` K > 0 the seeds are
-//!   replayed on the task (no measurement) until K replay, and those K are measured by the
-//!   worker's `tune` with exactly K trials, so only the seed batch runs; the fastest goes into
+//!   replayed on the task (no measurement) until K replay, and those K are measured as one
+//!   batch of trials in a tuning session, without a search; the fastest goes into
 //!   the build, and the measured records are written back to the cache with K trials as
 //!   their effort (never 0, which would read as a complete search). With K = 0 the seeds go
 //!   to the build in rank order and the first that replays is applied.
@@ -26,21 +26,24 @@
 //! as the worker's `build` takes them, for a front end that applies them to the model itself
 //! (the Python package's `tgc.relax.ApplyCache`, a pass before `tvm.compile`).
 
-use crate::config::{CostModel, TuneConfig};
-use crate::driver::{task_error, work_dir as make_work_dir, Run, Setup, TuneError};
+use crate::config::{CostModel, SearchSettings, TuneConfig};
+use crate::error::{task_error, TuneError};
 use crate::observer::Observer;
+use crate::rules::SearchLimits;
+use crate::run::{CacheUse, Run};
+use crate::search::{search, SearchJob, SearchOutcome};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use tgc_cache::{Cache, Workload};
+use tgc_cache::{CacheLocation, Workload};
 use tgc_canonicalize::{extract_annotated_tasks, Task};
 use tgc_ir::Module;
 use tgc_passes::seed_schedules::{seed_plan, SEED_PLAN_ATTR};
 use tgc_passes::seeding::{SeedPlan, SeedPolicy, Tier};
 use tgc_tvm::{
     module_json, Applied, BenchRequest, BenchResult, BuildRecord, BuildResult, Built,
-    CostModelKind, ModelInput, ReplayRequest, Seed, TuneRequest,
+    CostModelKind, LowerResult, ModelInput, ReplayRequest, Seed,
 };
 
 /// The configuration of one build.
@@ -50,7 +53,7 @@ pub struct BuildConfig {
     pub target: String,
     /// The cache file or `postgres://` URL; `None`: `$TGC_CACHE`, else the user cache dir.
     /// It must exist.
-    pub cache: Option<PathBuf>,
+    pub cache: Option<CacheLocation>,
     /// As [`TuneConfig::cache_read_only`]: records a build measures are not written back.
     pub cache_read_only: bool,
     /// TVM's default schedules for every task: no cache is read.
@@ -333,7 +336,6 @@ pub fn calling_convention(library: &Path, target: &Value) -> String {
 /// What [`build`] and [`plan_schedules`] share: the run, and each task's records chosen.
 struct Prepared<'a> {
     run: Run<'a>,
-    requested: Value,
     tasks: Vec<Task>,
     planned: Vec<PlannedTask>,
     tasks_wall_s: f64,
@@ -347,34 +349,9 @@ fn prepare<'a>(
     run_config: &'a TuneConfig,
     observer: &mut dyn Observer,
 ) -> Result<Prepared<'a>, TuneError> {
-    let Setup {
-        requested,
-        spelled,
-        cache_path,
-    } = Setup::of(run_config)?;
-    if !config.no_cache {
-        // Before the worker starts: a missing or unreadable cache is a quick one-line error.
-        if !tgc_cache::server::is_server_url(&cache_path) && !cache_path.exists() {
-            return Err(TuneError::Io {
-                path: cache_path,
-                message:
-                    "no cache there (tune a model first, or --no-cache for TVM's default schedules)"
-                        .into(),
-            });
-        }
-        Cache::open_existing(&cache_path)?;
-    }
-    let work_dir = make_work_dir(run_config, "tgc-build")?;
-    let mut run = Run::start(
-        run_config,
-        &spelled,
-        &requested,
-        &cache_path,
-        work_dir,
-        observer,
-    )?;
+    let run = Run::open(run_config, "tgc-build", CacheUse::Existing, observer)?;
     if let Some(cache) = &run.cache {
-        let stats = cache.stats()?;
+        let stats = cache.lock().stats()?;
         let here: u64 = stats
             .targets
             .iter()
@@ -389,7 +366,7 @@ fn prepare<'a>(
                 .map(|(kind, _, n)| format!("{n} for a {kind} target"))
                 .collect();
             return Err(TuneError::Io {
-                path: cache_path,
+                path: cache.lock().path().to_path_buf(),
                 message: format!(
                     "no records for target {} ({}); tune for this target first, or --no-cache for TVM's default schedules",
                     run.target,
@@ -402,7 +379,8 @@ fn prepare<'a>(
             });
         }
     }
-    let overrides = run.plan_module(module, &cache_path)?;
+    let mut run = run;
+    run.plan_module(module)?;
     let tasks = extract_annotated_tasks(module)
         .map_err(|e| TuneError::Config(format!("{}: {e}", config.model_name)))?;
     observer.started(tasks.len());
@@ -410,13 +388,10 @@ fn prepare<'a>(
     let tasks_started = Instant::now();
     let mut planned = Vec::with_capacity(tasks.len());
     for task in &tasks {
-        planned.push(plan_task(
-            &mut run, config, task, module, &overrides, observer,
-        )?);
+        planned.push(plan_task(&mut run, config, task, module, observer)?);
     }
     Ok(Prepared {
         run,
-        requested,
         tasks,
         planned,
         tasks_wall_s: tasks_started.elapsed().as_secs_f64(),
@@ -441,7 +416,6 @@ pub fn build(
     }
     let Prepared {
         mut run,
-        requested,
         tasks,
         planned,
         tasks_wall_s,
@@ -485,24 +459,24 @@ pub fn build(
     let bench = if config.bench {
         let untuned = module_json(&module)
             .map_err(|e| TuneError::Config(format!("{}: {e}", config.model_name)))?;
+        let t = run.config.model_timing;
         Some(run.worker.bench(&BenchRequest {
             library: std::path::absolute(&config.output).unwrap_or(config.output.clone()),
             inputs: built.inputs.clone(),
             target: run.target_json.clone(),
-            repeat: Some(BENCH_REPEATS),
-            number: None,
-            seed: None,
+            repeat: BENCH_REPEATS,
+            number: t.number,
+            seed: t.seed,
             untuned: Some(untuned),
         })?)
     } else {
         None
     };
-    let _ = run.worker.shutdown();
-    Ok(BuildReport {
+    let report = BuildReport {
         model: config.model_name.clone(),
-        target_spelling: requested,
-        target: run.target_json,
-        toolchain: run.toolchain,
+        target_spelling: run.requested.clone(),
+        target: run.target_json.clone(),
+        toolchain: run.toolchain.clone(),
         no_cache: config.no_cache,
         measure_candidates: config.measure_candidates,
         tasks: reports,
@@ -513,7 +487,9 @@ pub fn build(
         built,
         end_to_end,
         bench,
-    })
+    };
+    run.finish();
+    Ok(report)
 }
 
 /// A build's per-task record choice without the build: for a front end that applies the
@@ -589,7 +565,6 @@ pub fn plan_schedules(
     let run_config = config.run_config();
     let Prepared {
         run,
-        requested,
         tasks,
         planned,
         tasks_wall_s,
@@ -609,12 +584,12 @@ pub fn plan_schedules(
         .iter()
         .map(|t| (t.name.clone(), t.functions.clone()))
         .collect();
-    let target = run.target_json.clone();
+    let (target_spelling, target) = (run.requested.clone(), run.target_json.clone());
     let toolchain = run.toolchain.clone();
-    let _ = run.worker.shutdown();
+    run.finish();
     Ok(SchedulePlan {
         model: config.model_name.clone(),
-        target_spelling: requested,
+        target_spelling,
         target,
         toolchain,
         no_cache: config.no_cache,
@@ -714,12 +689,11 @@ fn plan_task(
     config: &BuildConfig,
     task: &Task,
     module: &mut Module,
-    overrides: &tgc_pipelines::Overrides,
     observer: &mut dyn Observer,
 ) -> Result<PlannedTask, TuneError> {
     let t0 = Instant::now();
-    let replan = (!config.no_cache).then_some(overrides);
-    let (tj, lowered, _) = run.lower(task, module, replan)?;
+    let policy = (!config.no_cache).then(|| run.policy());
+    let (tj, lowered, _) = run.lower(task, module, policy.as_ref())?;
     let f = module
         .function(&task.name)
         .expect("tasks name functions of the module");
@@ -762,49 +736,14 @@ fn plan_task(
         out.latency_kind = None;
     } else {
         let k = config.measure_candidates as usize;
-        // Replay (no measurement) in rank order until K candidates replay.
-        let mut valid: Vec<(Seed, Value)> = Vec::new();
-        let mut next = 0;
-        while valid.len() < k && next < seeds.len() {
-            let end = (next + k - valid.len()).min(seeds.len());
-            let chunk = &seeds[next..end];
-            let replayed = run.worker.replay(&ReplayRequest {
-                task: tj.clone(),
-                target: run.target_json.clone(),
-                traces: chunk.iter().map(|(s, _)| s.clone()).collect(),
-            })?;
-            for (c, r) in chunk.iter().zip(&replayed.results) {
-                out.pre_tried += 1;
-                if r.ok {
-                    valid.push(c.clone());
-                } else {
-                    out.pre_failed += 1;
-                }
-            }
-            next = end;
-        }
+        let Replayed {
+            valid,
+            tried,
+            failed,
+        } = replay_until(run, &tj, &seeds, k)?;
+        (out.pre_tried, out.pre_failed) = (tried, failed);
         if !valid.is_empty() {
-            let n = valid.len() as u64;
-            let result = run.worker.tune(&TuneRequest {
-                task: tj,
-                target: run.target_json.clone(),
-                work_dir: run.work_dir.join(&task.name),
-                seeds: valid.iter().map(|(s, _)| s.clone()).collect(),
-                max_trials: n,
-                trials_per_round: n,
-                patience_rounds: 0,
-                exact_tolerance: 0.0,
-                // Seeds only: should two candidates replay to one schedule (measured once),
-                // the search after the seed batch must not run. A population that cannot
-                // reach the unmeasured samples it needs ends it at once ("exhausted").
-                evolutionary: Some(json!({
-                    "population_size": EXHAUSTED_POPULATION,
-                    "init_min_unmeasured": EXHAUSTED_POPULATION + 1,
-                })),
-                cost_model: Some(CostModelKind::Random),
-                remeasure_top: Some(1),
-                ..TuneRequest::default()
-            })?;
+            let (result, written) = measure_candidates(run, task, tj, lowered, &valid, observer)?;
             out.measured = result.trials;
             out.measured_sources = valid.iter().map(|(_, s)| s.clone()).collect();
             out.latency_s = result.best_s;
@@ -817,27 +756,103 @@ fn plan_task(
                     Value::Null
                 });
             }
-            if result.trials > 0 {
-                out.records_written = run.write_back(
-                    task,
-                    Some(Workload {
-                        tvm_hash: lowered.structural_hash,
-                        json: lowered.workload_json,
-                    }),
-                    &result,
-                    result.trials,
-                    "build",
-                    observer,
-                )?;
-            }
+            out.records_written = written;
         }
     }
     out.wall_s = t0.elapsed().as_secs_f64();
     Ok(out)
 }
 
-/// An evolutionary population too small for its own minimum of unmeasured samples.
-const EXHAUSTED_POPULATION: u64 = 2;
+/// Seeds replayed before a measured transfer: the ones that replayed (with their sources),
+/// and how many were tried and failed.
+struct Replayed {
+    valid: Vec<(Seed, Value)>,
+    tried: u64,
+    failed: u64,
+}
+
+/// Replays `seeds` on the task `tj` (no measurement) in rank order until `k` replay.
+fn replay_until(
+    run: &mut Run<'_>,
+    tj: &Value,
+    seeds: &[(Seed, Value)],
+    k: usize,
+) -> Result<Replayed, TuneError> {
+    let (mut valid, mut tried, mut failed) = (Vec::new(), 0, 0);
+    let mut next = 0;
+    while valid.len() < k && next < seeds.len() {
+        let end = (next + k - valid.len()).min(seeds.len());
+        let chunk = &seeds[next..end];
+        let replayed = run.worker.replay(&ReplayRequest {
+            task: tj.clone(),
+            target: run.target_json.clone(),
+            traces: chunk.iter().map(|(s, _)| s.clone()).collect(),
+        })?;
+        for (c, r) in chunk.iter().zip(&replayed.results) {
+            tried += 1;
+            if r.ok {
+                valid.push(c.clone());
+            } else {
+                failed += 1;
+            }
+        }
+        next = end;
+    }
+    Ok(Replayed {
+        valid,
+        tried,
+        failed,
+    })
+}
+
+/// Measures the candidates `valid` as one batch of trials, without a search after them
+/// (the fastest is the one the build takes), and writes the re-measured best back with
+/// their number as its effort. Returns the search's outcome and the records written.
+fn measure_candidates(
+    run: &mut Run<'_>,
+    task: &Task,
+    tj: Value,
+    lowered: LowerResult,
+    valid: &[(Seed, Value)],
+    observer: &mut dyn Observer,
+) -> Result<(SearchOutcome, usize), TuneError> {
+    let n = valid.len() as u64;
+    let job = SearchJob {
+        open: run.session(&task.name, tj, n, n, CostModelKind::Random),
+        seeds: valid.iter().map(|(s, _)| s.clone()).collect(),
+        limits: SearchLimits {
+            max_trials: n,
+            per_round: n,
+            patience: 0,
+            goal_s: None,
+            tolerance: 0.0,
+        },
+        exact: None,
+        seeds_only: true,
+    };
+    let settings = SearchSettings {
+        remeasure_top: 1,
+        ..run.config.search.clone()
+    };
+    let result = search(&mut run.worker, &job, &settings)?;
+    let written = if result.trials > 0 {
+        let workload = Workload {
+            tvm_hash: lowered.structural_hash,
+            json: lowered.workload_json,
+        };
+        run.write_back(
+            task,
+            Some(workload),
+            &result,
+            result.trials,
+            "build",
+            observer,
+        )?
+    } else {
+        0
+    };
+    Ok((result, written))
+}
 
 /// A neighbour's trace as the build takes it: with its source workload, for transfer.
 fn transfer_record(seed: &Seed) -> Value {
@@ -884,45 +899,26 @@ pub fn bench(
         work_dir,
         ..TuneConfig::new(name.clone())
     };
-    let (mut run, cache_path) = worker_run(&config, "tgc-bench")?;
+    let mut run = Run::open(&config, "tgc-bench", CacheUse::Create, &mut crate::Silent)?;
     let untuned = match untuned {
         Some(mut m) => {
-            run.plan_module(&mut m, &cache_path)?;
+            run.plan_module(&mut m)?;
             Some(module_json(&m).map_err(|e| TuneError::Config(format!("{name}: {e}")))?)
         }
         None => None,
     };
+    let t = config.model_timing;
     let result = run.worker.bench(&BenchRequest {
         library: std::path::absolute(library).unwrap_or(library.to_path_buf()),
         inputs,
         target: run.target_json.clone(),
-        repeat: Some(repeat),
-        number: None,
-        seed: None,
+        repeat,
+        number: t.number,
+        seed: t.seed,
         untuned,
     })?;
-    let _ = run.worker.shutdown();
+    run.finish();
     Ok(result)
-}
-
-/// A run that only needs the worker (no cache reads, no tuning): its set-up, and the cache
-/// path the pipeline is given.
-fn worker_run<'a>(config: &'a TuneConfig, prefix: &str) -> Result<(Run<'a>, PathBuf), TuneError> {
-    let Setup {
-        requested,
-        spelled,
-        cache_path,
-    } = Setup::of(config)?;
-    let dir = make_work_dir(config, prefix)?;
-    let run = Run::start(
-        config,
-        &spelled,
-        &requested,
-        &cache_path,
-        dir,
-        &mut crate::Silent,
-    )?;
-    Ok((run, cache_path))
 }
 
 /// Every task of `module` with its TVM workload hash, as the worker lowers it: the keys a
@@ -939,15 +935,15 @@ pub fn workload_hashes(
         work_dir,
         ..TuneConfig::new("model")
     };
-    let (mut run, cache_path) = worker_run(&config, "tgc-lower")?;
-    run.plan_module(&mut module, &cache_path)?;
+    let mut run = Run::open(&config, "tgc-lower", CacheUse::Create, &mut crate::Silent)?;
+    run.plan_module(&mut module)?;
     let tasks = extract_annotated_tasks(&module).map_err(TuneError::Config)?;
     let mut out = Vec::with_capacity(tasks.len());
     for t in &tasks {
         let (_, lowered, _) = run.lower(t, &mut module, None)?;
         out.push((t.name.clone(), lowered.structural_hash));
     }
-    let _ = run.worker.shutdown();
+    run.finish();
     Ok(out)
 }
 

@@ -1,33 +1,33 @@
 //! tgc-tune: the tuning driver as a library.
 //!
-//! [`tune`] takes an imported model and a [`TuneConfig`], starts the TVM worker (which
-//! settles the toolchain and TVM's canonical target), and runs the named pipeline for the
-//! target (`tgc-cpu` or `tgc-gpu`: partition, canonicalize, annotate-cache,
-//! seed-schedules) with the run's cache, target, toolchain and budget as pass options. The
-//! IR then carries every task's `tgc.seed_plan`, and the driver executes those plans: per
-//! distinct task it lowers the task through the worker, runs annotate-cache and
-//! seed-schedules again over it (now with its TVM workload hash, which finds imported
-//! MetaSchedule records, and with the records earlier tasks of this run wrote: within-model
-//! reuse), measures the plan's seeds first and lets MetaSchedule's evolutionary search
-//! continue unless an exact hit re-measures within tolerance, and writes the best records
-//! back at once. An input IR that already carries plans (what `tgc opt --passes tgc-cpu`
-//! prints, perhaps edited by hand) is executed as written, without re-planning. The
-//! representative of each structural group (its most frequent task) is tuned before the
-//! rest of the group, so the others start from its records. Finally the whole model is
-//! built with the best schedule per task and timed with TVM's time evaluator; its outputs
-//! must equal an untuned build's.
+//! [`tune`] takes an imported model and a [`TuneConfig`] and runs the pipeline of
+//! `driver.rs`: open the run (`run.rs`: the TVM worker, which settles the toolchain and TVM's
+//! canonical target; the cache, opened once and handed to annotate-cache), plan the model
+//! with the target's named pipeline (`tgc-cpu` or `tgc-gpu`: partition, canonicalize,
+//! annotate-cache, seed-schedules), then per distinct task lower it, re-plan it with its TVM
+//! workload hash (which finds imported MetaSchedule records) and the records earlier tasks
+//! of the run wrote (within-model reuse), execute the plan and write the best records back
+//! at once; finally build the whole model with the best schedule per task, time it and
+//! check its outputs against an untuned build's. An input IR that already carries plans
+//! (what `tgc opt --passes tgc-cpu` prints, perhaps edited by hand) is executed as written.
+//!
+//! A plan is executed by `search.rs` through a tuning session of the worker, which measures
+//! and decides nothing: the seeds first (an exact plan's best hit alone, checked before the
+//! others are built), then MetaSchedule's evolutionary search round by round, then the best
+//! records re-measured. Every decision on the way is one function of [`rules`] (the
+//! exact-hit check, the stop rules, the write-back choice); the plan's rules are
+//! `tgc_passes::seeding`'s, the run budget's `budget.rs`'s.
 //!
 //! Records are keyed by what the worker reports, not by what tgc was built for: the
 //! toolchain is the worker's TVM, tvm-ffi and LLVM versions (a worker other than the pinned
 //! one is used, with a warning, and its records stay apart), and the target is TVM's
-//! canonical form of the requested one (the worker's `target` method), so every spelling of
-//! one target finds the same records; the spelling is registered in the cache as an alias of
-//! the canonical form for lookups without TVM (`tgc opt`).
+//! canonical form of the requested one, so every spelling of one target finds the same
+//! records; the spelling is registered in the cache as an alias of the canonical form for
+//! lookups without TVM (`tgc opt`).
 //!
 //! With `rpc`, candidates are built here and measured on the devices an RPC tracker hands
 //! out under a key, several at once; the key becomes part of the target (its `tag`,
-//! `rpc:KEY`), so those records never mix with this machine's, and a device that drops out
-//! fails only the candidates it held.
+//! `rpc:KEY`), so those records never mix with this machine's.
 //!
 //! `no_cache` is stock MetaSchedule with the same trial budget: no lookups, no seeds, no
 //! early stop, no write-back.
@@ -37,23 +37,31 @@
 //! [`bench`] times the library it writes; [`plan_schedules`] is its record choice alone, for a
 //! front end that applies the records to the model itself.
 //!
-//! Front ends (the `tgc tune` command) map their flags onto [`TuneConfig`] and present
-//! progress through an [`Observer`]; everything else lives here.
+//! Front ends (the `tgc tune` command, the Python package) map their options onto
+//! [`TuneOptions`] (checked once, into a [`TuneConfig`]) and present progress through an
+//! [`Observer`]; everything else lives here.
 
 mod budget;
 mod build;
 mod config;
 pub mod docs;
 mod driver;
+mod error;
 mod observer;
 mod report;
+pub mod rules;
+mod run;
+mod search;
 
-pub use budget::{Budget, Share};
+pub use budget::{Budget, RunBudget, Share, Turn};
 pub use build::{
     bench, build, calling_convention, plan_schedules, sidecar_path, workload_hashes, AppliedTier,
     BuildConfig, BuildReport, BuildTask, SchedulePlan, BENCH_REPEATS,
 };
-pub use config::{CostModel, RpcTracker, TuneConfig};
-pub use driver::{tune, TuneError};
+pub use config::{CostModel, ModelTiming, RpcTracker, SearchSettings, TuneConfig, TuneOptions};
+pub use driver::tune;
+pub use error::TuneError;
 pub use observer::{Observer, Silent};
 pub use report::{PlanSource, Report, TaskBudget, TaskReport};
+pub use rules::StopReason;
+pub use search::{RunnerSettings, TuneRound};

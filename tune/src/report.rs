@@ -1,14 +1,14 @@
 //! What a run did: per task and in total, as the `tgc.tune/1` JSON report.
 
+use crate::rules::{ExactControl, StopReason};
+use crate::search::{RunnerSettings, SearchOutcome, TuneRound};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use tgc_cache::Toolchain;
+use tgc_canonicalize::Task;
 use tgc_passes::seeding::{tier_name, SeedPlan, Tier};
-use tgc_tvm::{
-    BuildResult, ExactControl, ReplayMode, RpcDevices, RpcTracker, RunnerSettings, StopReason,
-    Trials, TuneRound,
-};
+use tgc_tvm::{BuildResult, ReplayMode, RpcDevices, RpcTracker, Trials};
 
 /// What happened to one task.
 #[derive(Clone, Debug)]
@@ -37,7 +37,7 @@ pub struct TaskReport {
     pub written: usize,
     /// Records the worker returned re-measured: the ones offered for write-back.
     pub remeasured: usize,
-    /// Per measured batch: seconds into the task, trials so far, best so far (the worker's).
+    /// Per measured batch: seconds into the task, trials so far, best so far.
     pub history: Vec<TuneRound>,
     /// How the measured seeds replayed.
     pub seed_modes: BTreeMap<ReplayMode, Trials>,
@@ -55,6 +55,48 @@ pub struct TaskReport {
     /// Under a run budget: the trials the task was allocated at its turn, and the share a
     /// cold run would give it (the effort an exact hit's record needs to be final).
     pub budget: Option<TaskBudget>,
+}
+
+impl TaskReport {
+    /// The report of `task` after its search `result` under `plan` (its budget, if any, is
+    /// set by the caller).
+    pub(crate) fn of(
+        task: &Task,
+        plan: SeedPlan,
+        result: SearchOutcome,
+        written: usize,
+        workload_hash: u64,
+        seed_source: Value,
+        plan_source: PlanSource,
+    ) -> TaskReport {
+        TaskReport {
+            name: task.name.clone(),
+            occurrences: task.occurrences,
+            tier: plan.tier,
+            seeds_tried: result.seeds_tried,
+            seeds_failed: result.seeds_failed,
+            trials: result.trials,
+            failed_runs: result.failed_runs,
+            run_errors: result.run_errors,
+            best_s: result.best_s,
+            stopped: result.stopped,
+            exact_windows_s: result.exact_windows_s,
+            exact_control: result.exact_control,
+            runner: result.runner,
+            wall_s: result.wall_s,
+            written,
+            remeasured: result.records.iter().filter(|r| r.remeasured).count(),
+            history: result.history,
+            seed_modes: result.seed_modes,
+            cost_model_warm: result.cost_model.warm_samples,
+            prior_trials: plan.prior_trials.max(0) as u64,
+            workload_hash,
+            seed_source,
+            plan_source,
+            plan,
+            budget: None,
+        }
+    }
 }
 
 /// A task's part of a run budget (`budget.rs`).

@@ -21,7 +21,10 @@ use std::path::PathBuf;
 /// the measurements that failed (`failed_runs`, `run_errors`); the method `rpc_devices`.
 /// 9: every latency names the TVM runtime threads it was measured with (`threads`), and
 /// the worker runs TVM's CPU thread pool on the physical cores unless told otherwise.
-pub const PROTOCOL: u64 = 10;
+/// 11: `tune` is gone: the worker measures, the driver decides. A task's search is a
+/// session (`tune_open`, `tune_seeds`, `tune_measure`, `tune_search`, `tune_windows`,
+/// `tune_records`, `tune_close`) whose every knob the client sends.
+pub const PROTOCOL: u64 = 11;
 
 /// Trials: measured candidates. One type for every count of them.
 pub type Trials = u64;
@@ -216,12 +219,10 @@ pub struct ReplayOutcome {
 pub struct SampleRequest {
     pub task: Value,
     pub target: Value,
-    /// Optional (the worker's default: 8).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub count: Option<u64>,
-    /// Optional (the worker's default: 1).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub seed: Option<u64>,
+    /// Schedules wanted.
+    pub count: u64,
+    /// The sampler's random state (at least 1).
+    pub seed: u64,
 }
 
 /// `sample`'s result.
@@ -233,141 +234,8 @@ pub struct SampleResult {
     pub attempts: u64,
 }
 
-// ---- tune ---------------------------------------------------------------------------------
-
-/// The drift control of the exact-hit check: each window in which the best exact seed
-/// re-measured slower than its cached latency by more than the tolerance is followed by a
-/// window of the runner-up record of the same workload. Both drifts are the pooled median of the fresh
-/// runs over the cached latency; the hit holds when its drift is at most the control's times
-/// (1 + tolerance): the machine runs the workload slower now, not this schedule alone.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ExactControl {
-    /// The control's cached latency.
-    pub cached_s: f64,
-    /// The median of each of the control's windows.
-    pub windows_s: Vec<f64>,
-    pub control_drift: f64,
-    pub hit_drift: f64,
-    pub held: bool,
-}
-
-/// Why a `tune` call stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopReason {
-    /// The best seed replayed `exact` re-measured within `exact_tolerance` of `cached_latency_s`.
-    ExactHit,
-    /// `patience_rounds` search rounds in a row did not improve the best.
-    Patience,
-    /// `max_trials` were measured.
-    Budget,
-    /// The evolutionary search produced no more candidates.
-    Exhausted,
-}
-
-impl StopReason {
-    /// The protocol's spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StopReason::ExactHit => "exact_hit",
-            StopReason::Patience => "patience",
-            StopReason::Budget => "budget",
-            StopReason::Exhausted => "exhausted",
-        }
-    }
-}
-
-/// `tune`'s `cost_model`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CostModelKind {
-    Xgb,
-    Random,
-}
-
-/// `tune`'s params. The first fields are required by the worker; the `Option`s are the
-/// documented optional ones (absent: the worker's default, PROTOCOL.md's table). `Default`
-/// exists so that callers can fill the optional fields with `..TuneRequest::default()`; the
-/// required ones must always be set.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct TuneRequest {
-    pub task: Value,
-    pub target: Value,
-    /// MetaSchedule's logs go to `work_dir/logs/`.
-    pub work_dir: PathBuf,
-    /// Best first.
-    pub seeds: Vec<Seed>,
-    /// Measured candidates in all, seeds included.
-    pub max_trials: Trials,
-    pub trials_per_round: Trials,
-    /// 0 turns patience off.
-    pub patience_rounds: u64,
-    /// Relative, for the exact hit.
-    pub exact_tolerance: f64,
-    /// Optional: the cached mean latency of the exact-hit record, when there is one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cached_latency_s: Option<f64>,
-    /// Optional, with `cached_latency_s`: the cached latency of the runner-up exact seed,
-    /// the control of the hit check (a hit that misses its windows still ends the task when
-    /// the control re-measured slower by as much).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub control_latency_s: Option<f64>,
-    /// Optional: the latency at which more search is not expected to pay (neighbour seeds:
-    /// the FLOP rate their source tasks reached); reaching it within `exact_tolerance` stops.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub goal_latency_s: Option<f64>,
-    /// Optional: records returned (worker default 32).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub top_k: Option<u64>,
-    /// Optional: MetaSchedule's random state (worker default 1).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub seed: Option<u64>,
-    /// Optional (worker default 300).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub builder_timeout_s: Option<f64>,
-    /// Optional (worker default 60).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub runner_timeout_s: Option<f64>,
-    /// Optional: `ms.runner.EvaluatorConfig` fields.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub runner: Option<Value>,
-    /// Optional: `EvolutionarySearch` arguments (`population_size`, ...).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub evolutionary: Option<Value>,
-    /// Optional (worker default xgb).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cost_model: Option<CostModelKind>,
-    /// Optional: the warm-start file of the XGB cost model.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cost_model_file: Option<PathBuf>,
-    /// Optional (worker default 4096).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cost_model_max_samples: Option<u64>,
-    /// Optional: how many of the best records get fresh timing runs before they are
-    /// returned (worker default 3; 0 turns re-measuring off).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub remeasure_top: Option<u64>,
-    /// Optional: fresh timing runs per re-measured record and for the exact-hit seed
-    /// (worker default 5, at least 3).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub remeasure_repeats: Option<u64>,
-    /// Optional: the most re-measurements (windows) of the exact-hit seed, taken one after
-    /// the other until one is within `exact_tolerance` (worker default 6, 1 to 64; the seed is built once for them).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exact_windows: Option<u64>,
-    /// Optional: windows of re-measurement of the best record before it is returned for
-    /// write-back, one after the other, their runs pooled (worker default 3, 1 to 64).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub writeback_windows: Option<u64>,
-    /// Optional: measure on the devices of this RPC tracker instead of this machine
-    /// (absent: here). Candidates are built here either way.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rpc: Option<RpcTracker>,
-}
-
-/// Devices registered with a TVM RPC tracker under one key, and how many of them one
-/// `tune` measures on at once (`tune`'s `rpc`).
+/// Devices registered with a TVM RPC tracker under one key, and how many of them a tuning
+/// session measures on at once (`tune_open`'s `rpc`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct RpcTracker {
     pub tracker_host: String,
@@ -462,126 +330,228 @@ pub struct RpcDevices {
     pub keys: Vec<String>,
 }
 
-/// Where a tuning record came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RecordOrigin {
-    Seed,
-    Search,
-}
+// ---- tuning sessions ----------------------------------------------------------------------
 
-/// One of MetaSchedule's top records of the tuned workload.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+/// MetaSchedule's `EvaluatorConfig`: how a candidate is timed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TuneRecord {
-    /// Trace JSON with its postprocessing instructions.
-    pub trace: Value,
-    /// The fresh runs when `remeasured`, else the search's measurement(s).
-    pub run_secs: Vec<f64>,
-    /// The median of `run_secs` (protocol 2 had the mean, `mean_s`).
-    pub median_s: f64,
-    /// `(max - min) / median` of `run_secs`; 0 for a single run.
-    pub spread: f64,
-    /// Whether `run_secs` are `remeasure_repeats` fresh runs after the search.
-    pub remeasured: bool,
-    pub origin: RecordOrigin,
-}
-
-/// The timing settings a `tune` call measured with.
-#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RunnerSettings {
-    /// `EvaluatorConfig` of the search's measurements.
+pub struct Evaluator {
+    /// Runs averaged into one measurement.
     pub number: u64,
+    /// Measurements of a trial.
     pub repeat: u64,
+    /// `number` grows until one measurement takes at least this long.
     pub min_repeat_ms: u64,
     pub enable_cpu_cache_flush: bool,
-    /// Records re-measured at the end, and fresh runs (repeats) per re-measurement.
-    pub remeasure_top: u64,
-    pub remeasure_repeats: u64,
-    /// The most windows of the exact-hit check.
-    pub exact_windows: u64,
-    /// Windows of re-measurement of the best record before write-back.
-    pub writeback_windows: u64,
+}
+
+/// The XGB cost model MetaSchedule ranks candidates with, or a random one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CostModelKind {
+    Xgb,
+    Random,
+}
+
+/// `tune_open`'s params: a task's tuning session. Every field is required: the worker has
+/// no tuning defaults of its own.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TuneOpen {
+    pub task: Value,
+    pub target: Value,
+    /// MetaSchedule's logs go to `work_dir/logs/`.
+    pub work_dir: PathBuf,
+    /// MetaSchedule's random state (at least 1).
+    pub seed: u64,
+    /// The trials the evolutionary search may be asked for in all (its `max_trials`).
+    pub max_trials: Trials,
+    /// The most candidates one search round asks for.
+    pub max_round: Trials,
+    /// `EvolutionarySearch` arguments (`population_size`, ...).
+    pub evolutionary: Value,
+    pub evaluator: Evaluator,
+    pub builder_timeout_s: f64,
+    pub runner_timeout_s: f64,
+    pub cost_model: CostModelKind,
+    /// The XGB model's warm-start file (loaded now, merged into at close); `None`: cold.
+    pub cost_model_file: Option<PathBuf>,
+    /// Measure on the devices of this RPC tracker instead of this machine; candidates are
+    /// built here either way.
+    pub rpc: Option<RpcTracker>,
+}
+
+/// `tune_open`'s result.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TuneOpened {
+    pub session: u64,
+    #[serde(deserialize_with = "decimal_u64")]
+    pub structural_hash: u64,
+    /// The evaluator as MetaSchedule normalised it.
+    pub evaluator: Evaluator,
     /// The TVM runtime's CPU threads of the measurements (`TVM_NUM_THREADS`, by default the
     /// physical cores); `null` on an RPC device, whose server chooses its own.
     #[serde(deserialize_with = "nullable")]
     pub threads: Option<u64>,
+    /// Measurements the warm-started cost model holds.
+    pub cost_model_warm_samples: u64,
 }
 
-/// One measured batch of a `tune` call (the seed batch included).
-#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+/// A candidate of a session: a schedule of its task, by id.
+pub type CandidateId = u64;
+
+/// `tune_seeds`' params.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TuneSeeds {
+    pub session: u64,
+    /// Best first.
+    pub seeds: Vec<Seed>,
+    /// Replay until this many distinct candidates replayed; the seeds after are not tried.
+    pub limit: u64,
+}
+
+/// `tune_seeds`' result.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TuneRound {
-    /// Seconds since the call started.
-    pub elapsed_s: f64,
-    /// Trials measured so far.
-    pub trials: Trials,
-    /// The best mean latency so far; `null` while nothing measured successfully.
+pub struct TuneSeeded {
+    /// One per seed tried, in order.
+    pub seeds: Vec<SeedReplay>,
+    pub seconds: f64,
+}
+
+/// How one seed replayed.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeedReplay {
+    /// `null`: it did not replay.
     #[serde(deserialize_with = "nullable")]
-    pub best_s: Option<f64>,
-    /// Seconds of this round in candidate generation (seeds' replay or the evolutionary
-    /// search, cost-model predictions included), building, running (re-measuring the
-    /// exact-hit seed included), and the cost model's update.
+    pub candidate: Option<CandidateId>,
+    #[serde(deserialize_with = "nullable")]
+    pub mode: Option<ReplayMode>,
+    #[serde(deserialize_with = "nullable")]
+    pub error: Option<String>,
+    /// It replayed to the schedule of an earlier seed (`candidate` is that seed's).
+    pub duplicate: bool,
+}
+
+/// `tune_measure`'s params: one batch of trials.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TuneMeasure {
+    pub session: u64,
+    pub candidates: Vec<CandidateId>,
+}
+
+/// One measurement: a trial's runs, or a window's.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Measurement {
+    /// `null`: the build or the run failed.
+    #[serde(deserialize_with = "nullable")]
+    pub run_secs: Option<Vec<f64>>,
+    #[serde(deserialize_with = "nullable")]
+    pub error: Option<String>,
+}
+
+/// `tune_measure`'s result.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TuneMeasured {
+    /// One per candidate, in order.
+    pub results: Vec<Measurement>,
+    pub build_s: f64,
+    pub run_s: f64,
+    /// Seconds the cost model's update with the batches measured before took.
+    pub trained_s: f64,
+}
+
+/// `tune_search`'s params: one round of the evolutionary search.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TuneSearch {
+    pub session: u64,
+    /// The most candidates measured.
+    pub count: Trials,
+}
+
+/// `tune_search`'s result; no candidates: the search has none left.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TuneSearched {
+    pub candidates: Vec<CandidateId>,
+    pub results: Vec<Measurement>,
     pub search_s: f64,
     pub build_s: f64,
     pub run_s: f64,
-    pub cost_model_s: f64,
+    pub trained_s: f64,
 }
 
-/// `tune`'s cost-model warm start and save.
+/// `tune_windows`' params: one window of fresh runs of each listed candidate, in order.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TuneWindows {
+    pub session: u64,
+    pub candidates: Vec<CandidateId>,
+    /// Fresh runs per window.
+    pub repeats: u64,
+    /// Times a failed window is measured again.
+    pub retries: u64,
+}
+
+/// `tune_windows`' result.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CostModelReport {
-    pub warm_samples: u64,
+pub struct TuneWindowed {
+    /// One per listed candidate, in order.
+    pub windows: Vec<Measurement>,
+    pub build_s: f64,
+    pub run_s: f64,
+}
+
+/// `tune_records`' params.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TuneRecords {
+    pub session: u64,
+    pub top_k: u64,
+}
+
+/// `tune_records`' result: the session database's best records, MetaSchedule's order.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TuneRecorded {
+    pub records: Vec<SessionRecord>,
+}
+
+/// A record of a session's database.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionRecord {
+    pub candidate: CandidateId,
+    /// Trace JSON with its postprocessing instructions.
+    pub trace: Value,
+    /// The trial's runs.
+    pub run_secs: Vec<f64>,
+}
+
+/// `tune_close`'s params.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TuneClose {
+    pub session: u64,
+    /// Update the cost model with the batches it has not seen before saving it.
+    pub train: bool,
+    /// The most measurements the cost-model file keeps (the newest).
+    pub cost_model_max_samples: u64,
+}
+
+/// `tune_close`'s result.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TuneClosed {
+    pub trained_s: f64,
     pub saved_samples: u64,
+    /// The cost model's load and save errors (neither fails the task).
     pub errors: Vec<String>,
-}
-
-/// `tune`'s result.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TuneResult {
-    pub task: String,
-    #[serde(deserialize_with = "decimal_u64")]
-    pub structural_hash: u64,
-    /// Best (lowest mean) first.
-    pub records: Vec<TuneRecord>,
-    pub seeds_tried: Trials,
-    pub seeds_failed: Trials,
-    pub seeds_duplicate: Trials,
-    pub seeds_skipped: Trials,
-    pub seeds_measured: Trials,
-    pub seed_modes: BTreeMap<ReplayMode, Trials>,
-    /// The first few replay errors.
-    pub seed_errors: Vec<String>,
-    /// `null` when no seed measured successfully.
-    #[serde(deserialize_with = "nullable")]
-    pub seed_best_s: Option<f64>,
-    pub trials: Trials,
-    pub rounds: u64,
-    /// The first record's `median_s`; `null` when nothing measured successfully.
-    #[serde(deserialize_with = "nullable")]
-    pub best_s: Option<f64>,
-    pub stopped: StopReason,
-    pub history: Vec<TuneRound>,
-    pub runner: RunnerSettings,
-    /// The median of the exact seed's re-measurement that the exact-hit check compared
-    /// with `cached_latency_s`; `null` when no such check ran.
-    #[serde(deserialize_with = "nullable")]
-    pub exact_seed_remeasured_s: Option<f64>,
-    /// The median of each window of the exact-hit check, in order (empty: no check ran).
-    pub exact_windows_s: Vec<f64>,
-    /// The drift control of an exact-hit check that missed a window (`null`: none ran).
-    #[serde(deserialize_with = "nullable")]
-    pub exact_control: Option<ExactControl>,
-    /// Measurements that failed (a device that dropped out, a timeout, a crashed run), the
-    /// search's and the re-measurements' alike.
+    /// Measurements of the session that failed (a device that dropped out, a timeout, a
+    /// crashed run), and the first few distinct messages.
     pub failed_runs: Trials,
-    /// The first few distinct messages of those failures, one line each.
     pub run_errors: Vec<String>,
-    pub cost_model: CostModelReport,
-    pub wall_s: f64,
 }
 
 // ---- build_and_measure --------------------------------------------------------------------
@@ -601,15 +571,12 @@ pub struct BuildRequest {
     pub module: Value,
     pub records: BuildRecords,
     pub target: Value,
-    /// Optional: timing repeats (worker default 20).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub repeat: Option<u64>,
-    /// Optional: runs per repeat (worker default 1).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub number: Option<u64>,
-    /// Optional: the inputs' random seed (worker default 0).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub seed: Option<u64>,
+    /// Timing runs.
+    pub repeat: u64,
+    /// Calls per timing run.
+    pub number: u64,
+    /// The inputs' random seed.
+    pub seed: u64,
     /// Optional: replaces the output check's default `atol_rel`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub atol_rel: Option<f64>,
@@ -778,15 +745,12 @@ pub struct BenchRequest {
     pub inputs: Vec<ModelInput>,
     /// For the device.
     pub target: Value,
-    /// Optional: timing runs (worker default 50).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub repeat: Option<u64>,
-    /// Optional: calls per timing run (worker default 1).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub number: Option<u64>,
-    /// Optional: the inputs' random seed (worker default 0).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub seed: Option<u64>,
+    /// Timing runs.
+    pub repeat: u64,
+    /// Calls per timing run.
+    pub number: u64,
+    /// The inputs' random seed.
+    pub seed: u64,
     /// Optional: a module (JSON as `build_and_measure` takes it) built untuned and timed too.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub untuned: Option<Value>,
@@ -824,26 +788,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn tune_result() -> Value {
+    fn opened() -> Value {
         json!({
-            "task": "t", "structural_hash": "18446744073709551615",
-            "records": [{"trace": [[], []], "run_secs": [1e-4, 1.1e-4, 0.9e-4], "median_s": 1e-4,
-                         "spread": 0.2, "remeasured": true, "origin": "seed"}],
-            "seeds_tried": 1, "seeds_failed": 0, "seeds_duplicate": 0, "seeds_skipped": 0,
-            "seeds_measured": 1, "seed_modes": {"exact": 1}, "seed_errors": [],
-            "seed_best_s": 1e-4, "trials": 1, "rounds": 1, "best_s": null,
-            "stopped": "exact_hit",
-            "history": [{"elapsed_s": 1.0, "trials": 1, "best_s": null, "search_s": 0.1,
-                         "build_s": 0.3, "run_s": 0.2, "cost_model_s": 0.0}],
-            "runner": {"number": 3, "repeat": 1, "min_repeat_ms": 100,
-                       "enable_cpu_cache_flush": false, "remeasure_top": 3, "remeasure_repeats": 5, "exact_windows": 6, "writeback_windows": 3,
-                       "threads": 2},
-            "exact_seed_remeasured_s": 1e-4, "exact_windows_s": [2e-4, 1e-4], "failed_runs": 1,
-            "exact_control": {"cached_s": 2e-4, "windows_s": [2.4e-4, 2.5e-4],
-                              "control_drift": 1.22, "hit_drift": 1.2, "held": true},
-            "run_errors": ["RemoteRunner (key 'k' at tracker h:1): An exception occurred"],
-            "cost_model": {"warm_samples": 0, "saved_samples": 0, "errors": []},
-            "wall_s": 2.0
+            "session": 3, "structural_hash": "18446744073709551615",
+            "evaluator": {"number": 3, "repeat": 1, "min_repeat_ms": 100,
+                          "enable_cpu_cache_flush": false},
+            "threads": 2, "cost_model_warm_samples": 0
         })
     }
 
@@ -852,27 +802,33 @@ mod tests {
     }
 
     #[test]
-    fn tune_result_decodes() {
-        let r: TuneResult = decode(tune_result()).unwrap();
-        assert_eq!(r.structural_hash, u64::MAX);
-        assert_eq!(r.stopped, StopReason::ExactHit);
-        assert_eq!(r.seed_modes[&ReplayMode::Exact], 1);
-        assert_eq!(r.records[0].origin, RecordOrigin::Seed);
-        assert_eq!(r.best_s, None);
-        assert_eq!(r.records[0].median_s, 1e-4);
-        assert!(r.records[0].remeasured);
-        assert_eq!(r.runner.remeasure_repeats, 5);
-        assert_eq!(r.history[0].build_s, 0.3);
-        assert_eq!(r.exact_seed_remeasured_s, Some(1e-4));
-        assert_eq!(r.exact_windows_s, [2e-4, 1e-4]);
-        let c = r.exact_control.as_ref().unwrap();
-        assert_eq!((c.windows_s.len(), c.held), (2, true));
-        assert!(c.hit_drift <= c.control_drift);
-        assert_eq!(r.runner.exact_windows, 6);
-        assert_eq!(r.runner.writeback_windows, 3);
-        assert_eq!(r.runner.threads, Some(2));
-        assert_eq!(r.failed_runs, 1);
-        assert_eq!(r.run_errors.len(), 1);
+    fn session_results_decode() {
+        let o: TuneOpened = decode(opened()).unwrap();
+        assert_eq!((o.session, o.structural_hash), (3, u64::MAX));
+        assert_eq!((o.evaluator.number, o.threads), (3, Some(2)));
+        let s: TuneSeeded = decode(json!({"seeds": [
+            {"candidate": 0, "mode": "exact", "error": null, "duplicate": false},
+            {"candidate": 0, "mode": "repaired", "error": null, "duplicate": true},
+            {"candidate": null, "mode": null, "error": "exact: failed", "duplicate": false}],
+            "seconds": 0.1}))
+        .unwrap();
+        assert_eq!(s.seeds[0].mode, Some(ReplayMode::Exact));
+        assert!(s.seeds[1].duplicate);
+        assert_eq!(s.seeds[2].candidate, None);
+        let m: TuneSearched = decode(json!({"candidates": [4, 5],
+            "results": [{"run_secs": [1e-4, 2e-4], "error": null},
+                        {"run_secs": null, "error": "TrialBuilder: Timeout"}],
+            "search_s": 1.0, "build_s": 2.0, "run_s": 0.5, "trained_s": 0.1}))
+        .unwrap();
+        assert_eq!(m.results[1].run_secs, None);
+        let r: TuneRecorded = decode(json!({"records": [
+            {"candidate": 4, "trace": [[], []], "run_secs": [1e-4]}]}))
+        .unwrap();
+        assert_eq!(r.records[0].candidate, 4);
+        let c: TuneClosed = decode(json!({"trained_s": 0.0, "saved_samples": 12, "errors": [],
+            "failed_runs": 1, "run_errors": ["RemoteRunner (key 'k' at tracker h:1): An exception occurred"]}))
+        .unwrap();
+        assert_eq!((c.saved_samples, c.failed_runs), (12, 1));
     }
 
     #[test]
@@ -926,47 +882,39 @@ mod tests {
 
     #[test]
     fn missing_unknown_and_misspelt_fields_are_named() {
-        let mut v = tune_result();
-        v.as_object_mut().unwrap().remove("stopped");
-        assert!(decode::<TuneResult>(v)
+        let mut v = opened();
+        v.as_object_mut().unwrap().remove("session");
+        assert!(decode::<TuneOpened>(v)
             .unwrap_err()
-            .contains("missing field `stopped`"));
+            .contains("missing field `session`"));
         // a nullable field must still be present
-        let mut v = tune_result();
-        v.as_object_mut().unwrap().remove("best_s");
-        assert!(decode::<TuneResult>(v)
+        let mut v = opened();
+        v.as_object_mut().unwrap().remove("threads");
+        assert!(decode::<TuneOpened>(v)
             .unwrap_err()
-            .contains("missing field `best_s`"));
-        let mut v = tune_result();
-        v["history"][0].as_object_mut().unwrap().remove("best_s");
-        assert!(decode::<TuneResult>(v)
+            .contains("missing field `threads`"));
+        let mut v = opened();
+        v["evaluator"]["repeats"] = json!(3);
+        assert!(decode::<TuneOpened>(v)
             .unwrap_err()
-            .contains("missing field `best_s`"));
-        let mut v = tune_result();
-        v["trails"] = json!(3);
-        assert!(decode::<TuneResult>(v)
-            .unwrap_err()
-            .contains("unknown field `trails`"));
-        let mut v = tune_result();
-        v["records"][0]["score"] = json!(1);
-        assert!(decode::<TuneResult>(v)
-            .unwrap_err()
-            .contains("unknown field `score`"));
-        let mut v = tune_result();
-        v["stopped"] = json!("?");
-        assert!(decode::<TuneResult>(v)
-            .unwrap_err()
-            .contains("unknown variant `?`"));
-        let mut v = tune_result();
-        v["seed_modes"] = json!({"fuzzy": 1});
-        assert!(decode::<TuneResult>(v)
-            .unwrap_err()
-            .contains("unknown variant `fuzzy`"));
-        let mut v = tune_result();
+            .contains("unknown field `repeats`"));
+        let mut v = opened();
         v["structural_hash"] = json!("0x12");
-        assert!(decode::<TuneResult>(v)
+        assert!(decode::<TuneOpened>(v)
             .unwrap_err()
             .contains("not a decimal u64 hash"));
+        let seed = |mode: Value| {
+            decode::<TuneSeeded>(json!({"seeds": [
+                {"candidate": 0, "mode": mode, "error": null, "duplicate": false}], "seconds": 0.0}))
+        };
+        assert!(seed(json!("fuzzy"))
+            .unwrap_err()
+            .contains("unknown variant `fuzzy`"));
+        let measured = json!({"results": [{"run_secs": [1e-4]}], "build_s": 0.0, "run_s": 0.0,
+                              "trained_s": 0.0});
+        assert!(decode::<TuneMeasured>(measured)
+            .unwrap_err()
+            .contains("missing field `error`"));
     }
 
     #[test]
@@ -1025,11 +973,34 @@ mod tests {
     }
 
     #[test]
-    fn requests_send_only_what_is_set() {
-        let r = TuneRequest {
+    fn requests_send_every_field_and_seeds_only_what_is_set() {
+        let r = TuneOpen {
             task: json!({}),
             target: json!({"kind": "llvm"}),
             work_dir: "/w".into(),
+            seed: 1,
+            max_trials: 8,
+            max_round: 6,
+            evolutionary: json!({"population_size": 64}),
+            evaluator: Evaluator {
+                number: 3,
+                repeat: 1,
+                min_repeat_ms: 100,
+                enable_cpu_cache_flush: false,
+            },
+            builder_timeout_s: 300.0,
+            runner_timeout_s: 60.0,
+            cost_model: CostModelKind::Random,
+            cost_model_file: None,
+            rpc: None,
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["cost_model"], "random");
+        // the worker has no defaults: an absent knob is sent as null, never left out
+        assert_eq!(v["cost_model_file"], Value::Null);
+        assert_eq!(v.as_object().unwrap().len(), 13);
+        let s = serde_json::to_value(TuneSeeds {
+            session: 1,
             seeds: vec![
                 Seed::trace(json!([[], []])),
                 Seed {
@@ -1037,63 +1008,26 @@ mod tests {
                     ..Seed::trace(json!([[], []]))
                 },
             ],
-            max_trials: 8,
-            trials_per_round: 4,
-            patience_rounds: 0,
-            exact_tolerance: 0.05,
-            cached_latency_s: None,
-            control_latency_s: None,
-            goal_latency_s: None,
-            top_k: None,
-            seed: None,
-            builder_timeout_s: None,
-            runner_timeout_s: None,
-            runner: None,
-            evolutionary: Some(json!({"population_size": 64})),
-            cost_model: Some(CostModelKind::Random),
-            cost_model_file: None,
-            cost_model_max_samples: None,
-            remeasure_top: None,
-            remeasure_repeats: None,
-            exact_windows: None,
-            writeback_windows: None,
-            rpc: None,
-        };
-        let v = serde_json::to_value(&r).unwrap();
-        let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
-        keys.sort_unstable();
-        assert_eq!(
-            keys,
-            [
-                "cost_model",
-                "evolutionary",
-                "exact_tolerance",
-                "max_trials",
-                "patience_rounds",
-                "seeds",
-                "target",
-                "task",
-                "trials_per_round",
-                "work_dir"
-            ]
-        );
-        assert_eq!(v["cost_model"], "random");
-        assert_eq!(v["seeds"][0], json!({"trace": [[], []]}));
-        assert_eq!(v["seeds"][1]["source_workload"], "wl");
+            limit: 2,
+        })
+        .unwrap();
+        assert_eq!(s["seeds"][0], json!({"trace": [[], []]}));
+        assert_eq!(s["seeds"][1]["source_workload"], "wl");
         let b = BuildRequest {
             module: json!({}),
             records: BuildRecords::Database("/db".into()),
             target: json!({"kind": "llvm"}),
-            repeat: Some(3),
-            number: None,
-            seed: None,
+            repeat: 3,
+            number: 1,
+            seed: 0,
             atol_rel: None,
             rtol: None,
             export: None,
         };
         assert_eq!(
             serde_json::to_value(&b).unwrap(),
-            json!({"module": {}, "records": "/db", "target": {"kind": "llvm"}, "repeat": 3})
+            json!({"module": {}, "records": "/db", "target": {"kind": "llvm"}, "repeat": 3,
+                   "number": 1, "seed": 0})
         );
     }
 }

@@ -5,10 +5,12 @@
 //! reported with its exit status and the last lines of its log.
 
 use crate::protocol::{
-    BenchRequest, BenchResult, BuildRequest, BuildResult, Built, Empty, ExportRequest, HelloResult,
-    LowerRequest, LowerResult, NoParams, PrepareResult, ReplayRequest, ReplayResult, RpcDevices,
-    RpcDevicesRequest, RpcTracker, SampleRequest, SampleResult, TargetRequest, TargetResult,
-    TuneRequest, TuneResult, PROTOCOL,
+    BenchRequest, BenchResult, BuildRequest, BuildResult, Built, CandidateId, Empty, ExportRequest,
+    HelloResult, LowerRequest, LowerResult, NoParams, PrepareResult, ReplayRequest, ReplayResult,
+    RpcDevices, RpcDevicesRequest, RpcTracker, SampleRequest, SampleResult, Seed, TargetRequest,
+    TargetResult, Trials, TuneClose, TuneClosed, TuneMeasure, TuneMeasured, TuneOpen, TuneOpened,
+    TuneRecorded, TuneRecords, TuneSearch, TuneSearched, TuneSeeded, TuneSeeds, TuneWindowed,
+    TuneWindows, PROTOCOL,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -108,6 +110,7 @@ pub struct Timeouts {
     pub lower: Duration,
     pub replay: Duration,
     pub sample: Duration,
+    /// Every request of a tuning session (`tune_open` ... `tune_close`).
     pub tune: Duration,
     pub build: Duration,
     pub build_and_measure: Duration,
@@ -142,7 +145,7 @@ impl Timeouts {
             "lower" => self.lower,
             "replay" => self.replay,
             "sample" => self.sample,
-            "tune" => self.tune,
+            m if m.starts_with("tune_") => self.tune,
             "build" => self.build,
             "build_and_measure" => self.build_and_measure,
             "bench" => self.bench,
@@ -380,10 +383,94 @@ impl Worker {
         self.request("prepare_tuning", &NoParams {}, None)
     }
 
-    /// `tune`: seeded MetaSchedule on one task.
-    pub fn tune(&mut self, request: &TuneRequest) -> Result<TuneResult, BridgeError> {
+    /// `tune_open`: a tuning session for one task (closing the one open before, if any).
+    pub fn tune_open(&mut self, request: &TuneOpen) -> Result<TuneOpened, BridgeError> {
         let name = task_name(&request.task);
-        self.request("tune", request, name.as_deref())
+        self.request("tune_open", request, name.as_deref())
+    }
+
+    /// `tune_seeds`: the seeds replayed into candidates, until `limit` distinct ones.
+    pub fn tune_seeds(
+        &mut self,
+        session: u64,
+        seeds: &[Seed],
+        limit: u64,
+        task: Option<&str>,
+    ) -> Result<TuneSeeded, BridgeError> {
+        let request = TuneSeeds {
+            session,
+            seeds: seeds.to_vec(),
+            limit,
+        };
+        self.request("tune_seeds", &request, task)
+    }
+
+    /// `tune_measure`: one batch of trials of the given candidates.
+    pub fn tune_measure(
+        &mut self,
+        session: u64,
+        candidates: &[CandidateId],
+        task: Option<&str>,
+    ) -> Result<TuneMeasured, BridgeError> {
+        let request = TuneMeasure {
+            session,
+            candidates: candidates.to_vec(),
+        };
+        self.request("tune_measure", &request, task)
+    }
+
+    /// `tune_search`: one round of the evolutionary search, at most `count` trials.
+    pub fn tune_search(
+        &mut self,
+        session: u64,
+        count: Trials,
+        task: Option<&str>,
+    ) -> Result<TuneSearched, BridgeError> {
+        self.request("tune_search", &TuneSearch { session, count }, task)
+    }
+
+    /// `tune_windows`: a window of `repeats` fresh runs of each candidate, in order.
+    pub fn tune_windows(
+        &mut self,
+        session: u64,
+        candidates: &[CandidateId],
+        repeats: u64,
+        retries: u64,
+        task: Option<&str>,
+    ) -> Result<TuneWindowed, BridgeError> {
+        let request = TuneWindows {
+            session,
+            candidates: candidates.to_vec(),
+            repeats,
+            retries,
+        };
+        self.request("tune_windows", &request, task)
+    }
+
+    /// `tune_records`: the session database's best records.
+    pub fn tune_records(
+        &mut self,
+        session: u64,
+        top_k: u64,
+        task: Option<&str>,
+    ) -> Result<TuneRecorded, BridgeError> {
+        self.request("tune_records", &TuneRecords { session, top_k }, task)
+    }
+
+    /// `tune_close`: the end of the session (the cost model trained when `train`, saved).
+    pub fn tune_close(
+        &mut self,
+        session: u64,
+        train: bool,
+        cost_model_max_samples: u64,
+        task: Option<&str>,
+    ) -> Result<TuneClosed, BridgeError> {
+        let request = TuneClose {
+            session,
+            train,
+            cost_model_max_samples,
+        };
+        self.request("tune_close", &request, task)
     }
 
     /// `build_and_measure`: the whole model built with the records and without, checked
@@ -450,7 +537,7 @@ impl Worker {
 
     /// Sends one request of untyped params and waits for its untyped result, at most the
     /// method's timeout. `task` names the task for errors. Prefer the typed methods
-    /// ([`Worker::lower`], [`Worker::tune`], ...), which check every field of the result.
+    /// ([`Worker::lower`], [`Worker::tune_search`], ...), which check every field of the result.
     pub fn call(
         &mut self,
         method: &str,
@@ -559,7 +646,7 @@ impl Drop for Worker {
 mod tests {
     //! The real worker (the pinned TVM venv: `$TGC_PYTHON`, else `bootstrap.sh` creates it).
     use super::*;
-    use crate::protocol::{BuildRecords, CostModelKind, ReplayMode, Seed, StopReason};
+    use crate::protocol::{BuildRecords, CostModelKind, Evaluator, ReplayMode, Seed};
     use std::collections::BTreeMap;
 
     fn scratch(name: &str) -> PathBuf {
@@ -589,34 +676,27 @@ mod tests {
         json!({"kind": "llvm", "num-cores": 1})
     }
 
-    fn tune_request(work_dir: PathBuf, seeds: Vec<Seed>, cached: Option<f64>) -> TuneRequest {
-        TuneRequest {
+    fn tune_open(work_dir: PathBuf) -> TuneOpen {
+        TuneOpen {
             task: task(),
             target: target(),
             work_dir,
-            seeds,
-            max_trials: 4,
-            trials_per_round: 4,
-            patience_rounds: 1,
-            exact_tolerance: 3.0,
-            cached_latency_s: cached,
-            control_latency_s: None,
-            goal_latency_s: None,
-            top_k: Some(4),
-            seed: None,
-            builder_timeout_s: None,
-            runner_timeout_s: None,
-            runner: Some(json!({"number": 2, "repeat": 1, "min_repeat_ms": 0})),
-            evolutionary: Some(json!({
+            seed: 1,
+            max_trials: 8,
+            max_round: 4,
+            evolutionary: json!({
                 "population_size": 16, "genetic_num_iters": 1, "init_min_unmeasured": 8
-            })),
-            cost_model: Some(CostModelKind::Random),
+            }),
+            evaluator: Evaluator {
+                number: 2,
+                repeat: 1,
+                min_repeat_ms: 0,
+                enable_cpu_cache_flush: false,
+            },
+            builder_timeout_s: 300.0,
+            runner_timeout_s: 60.0,
+            cost_model: CostModelKind::Random,
             cost_model_file: None,
-            cost_model_max_samples: None,
-            remeasure_top: None,
-            remeasure_repeats: Some(3),
-            exact_windows: None,
-            writeback_windows: None,
             rpc: None,
         }
     }
@@ -720,15 +800,55 @@ mod tests {
             ("bad_params", "lower: missing params field 'target'")
         );
 
-        // tune, then tune again seeded with its records and their latency: an exact hit
-        let first = w
-            .tune(&tune_request(dir.join("tune1"), vec![], None))
-            .expect("tune");
-        assert!(first.trials >= 1 && first.trials <= 4, "{first:?}");
-        assert!(!first.records.is_empty(), "{first:?}");
-        assert_eq!(first.history.last().map(|r| r.trials), Some(first.trials));
-        assert_eq!(first.best_s, Some(first.records[0].median_s));
-        let seeds: Vec<Seed> = first
+        // a session: a search round, the records, a window of the best, the end
+        let open = tune_open(dir.join("tune1"));
+        let raw = w
+            .call("tune_open", serde_json::to_value(&open).unwrap(), None)
+            .unwrap();
+        assert_strict::<TuneOpened>("tune_open", &raw, &["threads"]);
+        assert_strict::<TuneOpened>("tune_open", &raw, &["evaluator", "min_repeat_ms"]);
+        let opened: TuneOpened = decode_result("tune_open", raw, None).unwrap();
+        assert_eq!(opened.structural_hash, lowered.structural_hash);
+        let sid = opened.session;
+        let raw = w
+            .call("tune_search", json!({"session": sid, "count": 4}), None)
+            .unwrap();
+        assert_strict::<TuneSearched>("tune_search", &raw, &["results", "0", "error"]);
+        let round: TuneSearched = decode_result("tune_search", raw, None).unwrap();
+        assert!(
+            !round.candidates.is_empty() && round.candidates.len() <= 4,
+            "{round:?}"
+        );
+        assert_eq!(round.results.len(), round.candidates.len());
+        let records = w.tune_records(sid, 4, None).expect("tune_records");
+        assert!(!records.records.is_empty());
+        assert!(
+            round.candidates.contains(&records.records[0].candidate),
+            "a record is the candidate it was measured as"
+        );
+        let best = records.records[0].candidate;
+        let raw = w
+            .call(
+                "tune_windows",
+                json!({"session": sid, "candidates": [best, best], "repeats": 3, "retries": 0}),
+                None,
+            )
+            .unwrap();
+        assert_strict::<TuneWindowed>("tune_windows", &raw, &["build_s"]);
+        let windows: TuneWindowed = decode_result("tune_windows", raw, None).unwrap();
+        assert!(windows
+            .windows
+            .iter()
+            .all(|m| m.run_secs.as_ref().is_some_and(|r| r.len() == 3)));
+        let closed = w.tune_close(sid, true, 64, None).expect("tune_close");
+        assert_eq!((closed.failed_runs, closed.run_errors.len()), (0, 0));
+        let e = w.tune_records(sid, 4, None).unwrap_err();
+        assert_eq!(e.kind, "bad_params");
+        assert!(e.message.contains("is not open"), "{e}");
+
+        // a second session seeded with the records: each replays exactly, once
+        let sid = w.tune_open(&tune_open(dir.join("tune2"))).unwrap().session;
+        let seeds: Vec<Seed> = records
             .records
             .iter()
             .map(|r| Seed {
@@ -736,21 +856,16 @@ mod tests {
                 ..Seed::trace(r.trace.clone())
             })
             .collect();
-        let again = tune_request(dir.join("tune2"), seeds, first.best_s);
-        let raw = w
-            .call("tune", serde_json::to_value(&again).unwrap(), None)
-            .unwrap();
-        let second: TuneResult = decode_result("tune", raw.clone(), None).expect("tune result");
-        assert_eq!(second.stopped, StopReason::ExactHit, "{second:?}");
-        assert_eq!(second.structural_hash, lowered.structural_hash);
-        assert!(second.seed_modes.contains_key(&ReplayMode::Exact));
-        assert_strict::<TuneResult>("tune", &raw, &["stopped"]);
-        assert_strict::<TuneResult>("tune", &raw, &["seed_best_s"]);
-        assert_strict::<TuneResult>("tune", &raw, &["history", "0", "best_s"]);
-        assert_strict::<TuneResult>("tune", &raw, &["records", "0", "median_s"]);
-        assert_strict::<TuneResult>("tune", &raw, &["cost_model", "warm_samples"]);
-        assert_strict::<TuneResult>("tune", &raw, &["failed_runs"]);
-        assert_eq!((second.failed_runs, second.run_errors.len()), (0, 0));
+        let replayed = w.tune_seeds(sid, &seeds, 8, None).expect("tune_seeds");
+        assert_eq!(replayed.seeds.len(), seeds.len());
+        assert!(replayed
+            .seeds
+            .iter()
+            .all(|r| r.mode == Some(ReplayMode::Exact) && !r.duplicate));
+        let first = replayed.seeds[0].candidate.unwrap();
+        let measured = w.tune_measure(sid, &[first], None).expect("tune_measure");
+        assert!(measured.results[0].run_secs.is_some(), "{measured:?}");
+        w.tune_close(sid, false, 64, None).expect("tune_close");
 
         // rpc_devices: a tracker address nothing listens on is one `rpc` error naming it
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -780,12 +895,12 @@ mod tests {
             module,
             records: BuildRecords::Traces(BTreeMap::from([(
                 "fused_add_relu".to_string(),
-                vec![first.records[0].trace.clone()],
+                vec![records.records[0].trace.clone()],
             )])),
             target: target(),
-            repeat: Some(2),
-            number: None,
-            seed: None,
+            repeat: 2,
+            number: 1,
+            seed: 0,
             atol_rel: None,
             rtol: None,
             export: None,
@@ -820,8 +935,8 @@ mod tests {
             ..Timeouts::default()
         };
         assert_eq!(t.of("lower"), Duration::from_secs(7));
-        assert_eq!(t.of("tune"), Timeouts::default().tune);
-        assert_ne!(t.of("tune"), t.of("hello"));
+        assert_eq!(t.of("tune_search"), Timeouts::default().tune);
+        assert_ne!(t.of("tune_open"), t.of("hello"));
     }
 }
 
@@ -831,7 +946,7 @@ mod agreement {
     //! every field a request can send is one the worker takes, and the fields it always sends
     //! are exactly the ones the worker requires.
     use super::*;
-    use crate::protocol::{BuildRecords, CostModelKind, Seed};
+    use crate::protocol::{BuildRecords, CostModelKind, Evaluator, Seed};
     use std::collections::{BTreeMap, BTreeSet};
 
     fn keys(v: Value) -> BTreeSet<String> {
@@ -847,40 +962,61 @@ mod agreement {
         fn v<T: Serialize>(x: &T) -> Value {
             serde_json::to_value(x).expect("requests serialize")
         }
-        let tune = |some: bool| TuneRequest {
+        let open = |some: bool| TuneOpen {
             task: json!({}),
             target: json!({}),
             work_dir: "/w".into(),
-            seeds: vec![Seed::trace(json!([[], []]))],
+            seed: 1,
             max_trials: 1,
-            trials_per_round: 1,
-            patience_rounds: 0,
-            exact_tolerance: 0.0,
-            cached_latency_s: some.then_some(1.0),
-            control_latency_s: some.then_some(1.0),
-            goal_latency_s: some.then_some(1.0),
-            top_k: some.then_some(1),
-            seed: some.then_some(1),
-            builder_timeout_s: some.then_some(1.0),
-            runner_timeout_s: some.then_some(1.0),
-            runner: some.then(|| json!({})),
-            evolutionary: some.then(|| json!({})),
-            cost_model: some.then_some(CostModelKind::Xgb),
+            max_round: 1,
+            evolutionary: json!({}),
+            evaluator: Evaluator {
+                number: 1,
+                repeat: 1,
+                min_repeat_ms: 0,
+                enable_cpu_cache_flush: false,
+            },
+            builder_timeout_s: 1.0,
+            runner_timeout_s: 1.0,
+            cost_model: CostModelKind::Xgb,
             cost_model_file: some.then(|| "/c".into()),
-            cost_model_max_samples: some.then_some(1),
-            remeasure_top: some.then_some(1),
-            remeasure_repeats: some.then_some(3),
-            exact_windows: some.then_some(2),
-            writeback_windows: some.then_some(2),
             rpc: some.then(|| RpcTracker::parse("h:1", "k", 1).expect("an address")),
+        };
+        let seeds = TuneSeeds {
+            session: 1,
+            seeds: vec![Seed::trace(json!([[], []]))],
+            limit: 1,
+        };
+        let measure = TuneMeasure {
+            session: 1,
+            candidates: vec![0],
+        };
+        let search = TuneSearch {
+            session: 1,
+            count: 1,
+        };
+        let windows = TuneWindows {
+            session: 1,
+            candidates: vec![0],
+            repeats: 3,
+            retries: 0,
+        };
+        let records = TuneRecords {
+            session: 1,
+            top_k: 1,
+        };
+        let close = TuneClose {
+            session: 1,
+            train: true,
+            cost_model_max_samples: 1,
         };
         let build = |some: bool| BuildRequest {
             module: json!({}),
             records: BuildRecords::Traces(BTreeMap::new()),
             target: json!({}),
-            repeat: some.then_some(1),
-            number: some.then_some(1),
-            seed: some.then_some(1),
+            repeat: 1,
+            number: 1,
+            seed: 1,
             atol_rel: some.then_some(0.0),
             rtol: some.then_some(0.0),
             export: some.then(|| "/m.so".into()),
@@ -895,16 +1031,16 @@ mod agreement {
             library: "/m.so".into(),
             inputs: vec![],
             target: json!({}),
-            repeat: some.then_some(1),
-            number: some.then_some(1),
-            seed: some.then_some(1),
+            repeat: 1,
+            number: 1,
+            seed: 1,
             untuned: some.then(|| json!({})),
         };
-        let sample = |some: bool| SampleRequest {
+        let sample = SampleRequest {
             task: json!({}),
             target: json!({}),
-            count: some.then_some(1),
-            seed: some.then_some(1),
+            count: 1,
+            seed: 1,
         };
         let lower = LowerRequest {
             task: json!({}),
@@ -927,9 +1063,15 @@ mod agreement {
             ("target", v(&target), v(&target)),
             ("lower", v(&lower), v(&lower)),
             ("replay", v(&replay), v(&replay)),
-            ("sample", v(&sample(true)), v(&sample(false))),
+            ("sample", v(&sample), v(&sample)),
             ("prepare_tuning", v(&NoParams {}), v(&NoParams {})),
-            ("tune", v(&tune(true)), v(&tune(false))),
+            ("tune_open", v(&open(true)), v(&open(false))),
+            ("tune_seeds", v(&seeds), v(&seeds)),
+            ("tune_measure", v(&measure), v(&measure)),
+            ("tune_search", v(&search), v(&search)),
+            ("tune_windows", v(&windows), v(&windows)),
+            ("tune_records", v(&records), v(&records)),
+            ("tune_close", v(&close), v(&close)),
             ("build", v(&export), v(&export)),
             ("build_and_measure", v(&build(true)), v(&build(false))),
             ("bench", v(&bench(true)), v(&bench(false))),

@@ -56,13 +56,13 @@ class TestArtifact(unittest.TestCase):
     def test_exported_libraries_load_in_stock_tvm_and_agree(self):
         w = shared_worker()
         # a schedule of the residual task itself, and one of a 16x16 relu task transferred
-        res_trace = w.call("sample", {"task": RES, "target": LLVM, "count": 1})["traces"][0]
+        res_trace = w.call("sample", {"task": RES, "target": LLVM, "count": 1, "seed": 1})["traces"][0]
         other = conv_task("fused_conv2d_relu_16", hw=16, c=C, tail="relu")
-        other_trace = w.call("sample", {"task": other, "target": LLVM, "count": 1})["traces"][0]
+        other_trace = w.call("sample", {"task": other, "target": LLVM, "count": 1, "seed": 1})["traces"][0]
         other_wl = w.call("lower", {"task": other, "target": LLVM})["workload_json"]
         # a matmul's trace names blocks no conv task has: it cannot replay there
         unrelated = w.call(
-            "sample", {"task": with_defaults(matmul_task("mm")), "target": LLVM, "count": 1}
+            "sample", {"task": with_defaults(matmul_task("mm")), "target": LLVM, "count": 1, "seed": 1}
         )["traces"][0]
         with tempfile.TemporaryDirectory(prefix="tgc-artifact-") as d:
             tuned, untuned = os.path.join(d, "tuned.so"), os.path.join(d, "untuned.so")
@@ -72,7 +72,7 @@ class TestArtifact(unittest.TestCase):
                 RELU["name"]: [{"trace": other_trace, "source_workload": other_wl}],
             }
             r = w.call("build_and_measure", {"module": MODULE, "records": records,
-                                             "target": LLVM, "repeat": 2, "export": tuned})
+                                             "target": LLVM, "repeat": 2, "number": 1, "seed": 0, "export": tuned})
             self.assertTrue(r["outputs_match"], r)
             self.assertEqual(r["applied"][RES["name"]], "exact", r)
             self.assertIn(r["applied"][RELU["name"]], ("repaired", "anchor"), r)
@@ -106,13 +106,13 @@ class TestArtifact(unittest.TestCase):
 
             # a record that does not replay is counted, and the next one applied
             r2 = w.call("build_and_measure", {
-                "module": MODULE, "target": LLVM, "repeat": 1,
+                "module": MODULE, "target": LLVM, "repeat": 1, "number": 1, "seed": 0,
                 "records": {RES["name"]: [unrelated, res_trace]}})
             self.assertEqual(r2["failed"][RES["name"]], 1, r2)
             self.assertEqual(r2["applied"][RES["name"]], "exact", r2)
 
             b = w.call("bench", {"library": tuned, "inputs": r["inputs"], "target": LLVM,
-                                 "repeat": 5, "untuned": MODULE})
+                                 "repeat": 5, "number": 1, "seed": 0, "untuned": MODULE})
             threads = w.call("hello")["runtime_threads"]
             for lat in (b["latency_ms"], b["untuned_latency_ms"]):
                 self.assertEqual(lat["repeat"], 5)
@@ -123,12 +123,13 @@ class TestArtifact(unittest.TestCase):
                 self.assertLessEqual(lat["p90"], lat["max"])
                 self.assertGreater(lat["min"], 0)
             b = w.call("bench", {"library": tuned, "inputs": r["inputs"], "target": LLVM,
-                                 "repeat": 3})
+                                 "repeat": 3, "number": 1, "seed": 0})
             self.assertIsNone(b["untuned_latency_ms"])
 
     def test_bad_export_and_bench_params_are_one_line_errors(self):
         w = shared_worker()
         r = w.request("build_and_measure", {"module": MODULE, "records": {}, "target": LLVM,
+                                            "repeat": 1, "number": 1, "seed": 0,
                                             "export": "/nonexistent/dir/m.so"})
         self.assertEqual(r["error"]["kind"], "bad_params", r)
         self.assertIn("/nonexistent/dir", r["error"]["message"])
@@ -139,10 +140,12 @@ class TestArtifact(unittest.TestCase):
         r = w.request("build", {"module": MODULE, "records": {}, "target": LLVM})
         self.assertEqual(r["error"]["kind"], "bad_params", r)
         self.assertIn("export", r["error"]["message"])
-        r = w.request("bench", {"library": "/nonexistent.so", "inputs": [], "target": LLVM})
+        r = w.request("bench", {"library": "/nonexistent.so", "inputs": [], "target": LLVM,
+                                "repeat": 1, "number": 1, "seed": 0})
         self.assertEqual(r["error"]["kind"], "bad_params", r)
         r = w.request("bench", {"library": __file__, "inputs": [{"name": "x", "shape": [1],
-                                "dtype": "float32", "role": "weight"}], "target": LLVM})
+                                "dtype": "float32", "role": "weight"}], "target": LLVM,
+                                "repeat": 1, "number": 1, "seed": 0})
         self.assertEqual(r["error"]["kind"], "bad_params", r)
         self.assertIn("fan_in", r["error"]["message"])
 

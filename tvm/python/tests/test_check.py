@@ -125,7 +125,7 @@ class TestBothDirections(unittest.TestCase):
         for s in range(4):
             traces = w.call("sample", {"task": CONV, "target": LLVM, "count": 1, "seed": 10 + s})["traces"]
             r = w.call("build_and_measure", {"module": MODULE, "records": {CONV["name"]: traces},
-                                             "target": LLVM, "repeat": 1, "seed": s})
+                                             "target": LLVM, "repeat": 1, "number": 1, "seed": s})
             self.assertEqual(r["applied"], {CONV["name"]: "exact"})
             self.assertTrue(r["outputs_match"], r)
             self.assertNotIn("mismatch", r)
@@ -133,10 +133,12 @@ class TestBothDirections(unittest.TestCase):
             self.assertLess(r["max_rel_err"], r["tolerance"]["atol_rel"] / 10, r)
         # with no tolerance the same reassociation is a mismatch; the old atol is refused
         r = w.call("build_and_measure", {"module": MODULE, "records": {CONV["name"]: traces},
-                                         "target": LLVM, "repeat": 1, "atol_rel": 0, "rtol": 0})
+                                         "target": LLVM, "repeat": 1, "number": 1, "seed": 0,
+                                         "atol_rel": 0, "rtol": 0})
         self.assertFalse(r["outputs_match"])
         self.assertIn("elements beyond 0.00e+00 * max|ref|", r["mismatch"])
-        resp = w.request("build_and_measure", {"module": MODULE, "records": {}, "target": LLVM, "atol": 1e-4})
+        resp = w.request("build_and_measure", {"module": MODULE, "records": {}, "target": LLVM, "repeat": 1,
+                                                "number": 1, "seed": 0, "atol": 1e-4})
         self.assertEqual(resp["error"]["kind"], "bad_params")
         self.assertIn("atol_rel", resp["error"]["message"])
 

@@ -18,7 +18,7 @@ from tgc_worker import PROTOCOL_VERSION  # noqa: E402
 class TestProtocol(unittest.TestCase):
     def test_hello(self):
         r = shared_worker().call("hello")
-        self.assertEqual(r["protocol"], 10)
+        self.assertEqual(r["protocol"], 11)
         self.assertTrue(r["tvm"].startswith("0.27"), r["tvm"])
         self.assertTrue(r["tvm_ffi"])
         self.assertIn("llvm", r["targets"])
@@ -133,22 +133,31 @@ class TestProtocol(unittest.TestCase):
             ("lower", {"task": conv_task("c"), "target": LLVM, "trget": 1},
              "lower: unknown params field 'trget'"),
             ("replay", {"task": conv_task("c"), "target": LLVM}, "replay: missing params field 'traces'"),
-            ("sample", {"task": conv_task("c"), "target": LLVM, "cnt": 2},
+            ("sample", {"task": conv_task("c"), "target": LLVM, "count": 1, "seed": 1, "cnt": 2},
              "sample: unknown params field 'cnt'"),
+            ("sample", {"task": conv_task("c"), "target": LLVM, "count": 1},
+             "sample: missing params field 'seed'"),
             ("build_and_measure", {"module": {}, "target": LLVM},
              "build_and_measure: missing params field 'records'"),
-            ("build_and_measure", {"module": {}, "records": {}, "target": LLVM, "repeats": 3},
+            ("build_and_measure", {"module": {}, "records": {}, "target": LLVM, "repeat": 1,
+                                   "number": 1, "seed": 0, "repeats": 3},
              "build_and_measure: unknown params field 'repeats'"),
             ("shutdown", {"now": 1}, "shutdown: unknown params field 'now'"),
         ]
         tune = {"task": conv_task("c"), "target": LLVM, "work_dir": "/nonexistent/never-made",
-                "seeds": [], "max_trials": 8, "trials_per_round": 8, "patience_rounds": 1,
-                "exact_tolerance": 0.05}
-        for k in ("work_dir", "seeds", "max_trials", "trials_per_round", "patience_rounds",
-                  "exact_tolerance"):
+                "seed": 1, "max_trials": 8, "max_round": 8, "evolutionary": {}, "evaluator": {},
+                "builder_timeout_s": 1.0, "runner_timeout_s": 1.0, "cost_model": "random",
+                "cost_model_file": None, "rpc": None}
+        # every knob is required: the worker has no defaults of its own
+        for k in tune:
+            if k in ("task", "target"):
+                continue
             params = {f: v for f, v in tune.items() if f != k}
-            bad.append(("tune", params, f"tune: missing params field {k!r}"))
-        bad.append(("tune", {**tune, "max_trial": 8}, "tune: unknown params field 'max_trial'"))
+            bad.append(("tune_open", params, f"tune_open: missing params field {k!r}"))
+        bad.append(("tune_open", {**tune, "max_trial": 8}, "tune_open: unknown params field 'max_trial'"))
+        bad.append(("tune_seeds", {"session": 1, "seeds": []}, "tune_seeds: missing params field 'limit'"))
+        bad.append(("tune_close", {"session": 1, "train": True},
+                    "tune_close: missing params field 'cost_model_max_samples'"))
         for method, params, message in bad:
             r = w.request(method, params)
             self.assertEqual(r["error"]["kind"], "bad_params", (method, params, r))
@@ -157,11 +166,12 @@ class TestProtocol(unittest.TestCase):
         r = w.request("lower", {"task": conv_task("c"), "target": LLVM, "x": 1})
         self.assertEqual(r["error"]["task"], "c")
         # a seed object's fields are checked too
-        r = w.request("tune", {**tune, "seeds": [{"trace": [[], []], "source": "x"}]})
+        r = w.request("replay", {"task": conv_task("c"), "target": LLVM,
+                                 "traces": [{"trace": [[], []], "source": "x"}]})
         self.assertEqual(r["error"]["kind"], "bad_params", r)
-        self.assertEqual(r["error"]["message"], "seeds[0]: unknown field 'source'")
-        # optional fields stay optional: count and seed of sample have documented defaults
-        self.assertIn("traces", w.call("sample", {"task": conv_task("c"), "target": LLVM, "count": 1}))
+        self.assertEqual(r["error"]["message"], "traces[0]: unknown field 'source'")
+        # every knob is required: sample with its count and seed
+        self.assertIn("traces", w.call("sample", {"task": conv_task("c"), "target": LLVM, "count": 1, "seed": 1}))
         self.assertEqual(w.call("hello")["protocol"], PROTOCOL_VERSION)
 
     def test_unknown_op_names_the_task(self):
@@ -173,10 +183,11 @@ class TestProtocol(unittest.TestCase):
         self.assertEqual(r["error"]["task"], "fused_conv2d_frob")
         self.assertIn("nn.frobnicate", r["error"]["message"])
         self.assertNotIn("\n", r["error"]["message"])
-        # the same request through tune and replay, and then the worker still works
-        tune = {"work_dir": "/tmp/unused", "seeds": [], "max_trials": 8, "trials_per_round": 8,
-                "patience_rounds": 1, "exact_tolerance": 0.05}
-        for m, extra in (("replay", {"traces": []}), ("tune", tune)):
+        # the same request through tune_open and replay, and then the worker still works
+        tune = {"work_dir": "/tmp/unused", "seed": 1, "max_trials": 8, "max_round": 8,
+                "evolutionary": {}, "evaluator": {}, "builder_timeout_s": 1.0,
+                "runner_timeout_s": 1.0, "cost_model": "random", "cost_model_file": None, "rpc": None}
+        for m, extra in (("replay", {"traces": []}), ("tune_open", tune)):
             r = w.request(m, {"task": task, "target": LLVM, **extra})
             self.assertEqual(r["error"]["kind"], "unsupported_op", r)
             self.assertEqual(r["error"]["task"], "fused_conv2d_frob")
@@ -221,7 +232,8 @@ class TestProtocol(unittest.TestCase):
             with open(os.path.join(d, "database_workload.json"), "w") as f:
                 f.write("garbage\n")
             open(os.path.join(d, "database_tuning_record.json"), "w").close()
-            r = w.request("build_and_measure", {"module": module, "records": d, "target": LLVM})
+            r = w.request("build_and_measure", {"module": module, "records": d, "target": LLVM,
+                                                "repeat": 1, "number": 1, "seed": 0})
         self.assertEqual(r["error"]["kind"], "tvm", r)
         self.assertNotIn("\n", r["error"]["message"])
         self.assertEqual(w.call("hello")["protocol"], PROTOCOL_VERSION)
@@ -284,7 +296,7 @@ class TestLower(unittest.TestCase):
         lb = w.call("lower", {"task": b, "target": LLVM})
         self.assertEqual(la["tir"], lb["tir"])
         self.assertNotIn("171", la["tir"])
-        traces = w.call("sample", {"task": a, "target": LLVM, "count": 2})["traces"]
+        traces = w.call("sample", {"task": a, "target": LLVM, "count": 2, "seed": 1})["traces"]
         res = w.call("replay", {"task": b, "target": LLVM, "traces": traces})["results"]
         self.assertEqual([r["mode"] for r in res], ["exact"] * len(traces), res)
 

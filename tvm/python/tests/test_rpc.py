@@ -1,5 +1,5 @@
 """Measuring on RPC devices: a real TVM tracker and real servers on loopback (rpc_cluster),
-the worker's `rpc_devices`, `tune` with `rpc`, and a device dropping out mid-batch."""
+the worker's `rpc_devices`, a tuning session with `rpc`, and a device dropping out mid-batch."""
 
 import os
 import shutil
@@ -22,16 +22,15 @@ from tasks import LLVM, matmul_task  # noqa: E402
 from worker_client import shared_worker  # noqa: E402
 
 TINY = {
-    "seeds": [],
-    "max_trials": 6,
-    "trials_per_round": 6,
-    "patience_rounds": 0,
-    "exact_tolerance": 0.05,
+    "seed": 1,
+    "max_trials": 64,
+    "max_round": 6,
     "evolutionary": {"population_size": 16, "genetic_num_iters": 1, "init_min_unmeasured": 8},
-    "runner": {"number": 2, "repeat": 1, "min_repeat_ms": 0},
+    "evaluator": {"number": 2, "repeat": 1, "min_repeat_ms": 0},
+    "builder_timeout_s": 300.0,
+    "runner_timeout_s": 60.0,
     "cost_model": "random",
-    "remeasure_top": 2,
-    "remeasure_repeats": 3,
+    "cost_model_file": None,
 }
 
 
@@ -73,30 +72,34 @@ class TestRpc(unittest.TestCase):
         bad = shared_worker().request("rpc_devices", {"tracker_host": "127.0.0.1", "tracker_port": 0, "key": "k"})
         self.assertEqual(bad["error"]["kind"], "bad_params", bad)
 
-    def tune(self, task, **params):
-        from tgc_worker.server import _task_and_target, _traces
-        from tgc_worker.tune import tune_task
+    def open(self, task, **params):
+        """A session in this process (what the server's tune_open does)."""
+        from tgc_worker.server import _task_and_target
+        from tgc_worker.session import open_session, session
 
         p = {**TINY, "task": task, "target": LLVM, **params}
         p.setdefault("work_dir", os.path.join(self.tmp.name, f"{task['name']}-{id(p)}"))
         lt, target = _task_and_target(p)
-        return tune_task(lt, target, p, _traces(p, "seeds", task["name"]))
+        return session({"session": open_session(lt, target, p)["session"]})
 
-    def test_tune_measures_on_the_devices(self):
+    def test_a_session_measures_on_the_devices(self):
         from tgc_worker import pool
 
-        r = self.tune(matmul_task("rpc_a", m=16, k=32, n=16), rpc=self.rpc())
-        self.assertEqual(r["trials"], 6)
-        self.assertEqual((r["failed_runs"], r["run_errors"]), (0, []))
-        recs = r["records"]
-        self.assertTrue(recs[0]["remeasured"] and recs[1]["remeasured"], recs[:2])
-        self.assertEqual(len(recs[0]["run_secs"]), 9, "the best in 3 windows of 3 runs")
-        self.assertGreater(r["best_s"], 0)
+        s = self.open(matmul_task("rpc_a", m=16, k=32, n=16), rpc=self.rpc())
+        self.assertIsNone(s.opened()["threads"], "the device's server chooses its threads")
+        r = s.search(6)
+        self.assertEqual(len(r["results"]), 6)
+        self.assertTrue(all(m["run_secs"] for m in r["results"]), r)
+        self.assertGreater(r["run_s"], 0)
+        recs = s.records(8)["records"]
+        w = s.windows([recs[0]["candidate"]] * 2, 3, 1)
+        self.assertEqual([len(x["run_secs"]) for x in w["windows"]], [3, 3])
+        closed = s.close(True, 64)
+        self.assertEqual((closed["failed_runs"], closed["run_errors"]), (0, []))
         # measured through the remote runner of this tracker and key, not the local one
         remote = [x for t, x in pool._REMOTE.items() if t.port == self.cluster.port]
         self.assertEqual(len(remote), 1)
-        self.assertGreaterEqual(remote[0].runs, 6 + 2 + 2)
-        self.assertGreater(r["history"][0]["run_s"], 0)
+        self.assertGreaterEqual(remote[0].runs, 6 + 2)
 
     def test_bad_rpc_params_are_bad_params(self):
         from tgc_worker.errors import WorkerError
@@ -111,7 +114,7 @@ class TestRpc(unittest.TestCase):
             ("127.0.0.1:9190", "rpc must be an object"),
         ):
             with self.assertRaises(WorkerError) as cm:
-                self.tune(task, rpc=rpc)
+                self.open(task, rpc=rpc)
             self.assertEqual(cm.exception.kind, "bad_params")
             self.assertIn(needle, cm.exception.message)
 

@@ -1,6 +1,8 @@
-"""Real tuning on the 2 cores (8-16 trials per task), the exact-hit stop, and the whole-model
-build with records applied. The slowest tests: about a minute and a half together."""
+"""Tuning sessions through the worker process on real TVM (a few trials per task): the
+session measures and reports what the driver asks for, and decides nothing; and the
+whole-model build with records applied. About a minute and a half together."""
 
+import itertools
 import os
 import sys
 import tempfile
@@ -14,17 +16,18 @@ from tasks import LLVM, T, conv_task, matmul_task  # noqa: E402
 from worker_client import shared_worker  # noqa: E402
 
 # small and quick: a population of 64 (MetaSchedule's default 512 takes 30-50 s per batch
-# here), one genetic iteration, short timing runs
-FAST = {
-    # what the client always sends (required); the values are the worker's old defaults
-    "seeds": [],
+# here), one genetic iteration, short timing runs; every field is required
+OPEN = {
+    "seed": 1,
     "max_trials": 64,
-    "trials_per_round": 16,
-    "patience_rounds": 3,
-    "exact_tolerance": 0.05,
+    "max_round": 12,
     "evolutionary": {"population_size": 64, "genetic_num_iters": 1, "init_min_unmeasured": 32},
-    "runner": {"number": 3, "repeat": 1, "min_repeat_ms": 20},
-    "remeasure_repeats": 3,
+    "evaluator": {"number": 3, "repeat": 1, "min_repeat_ms": 20},
+    "builder_timeout_s": 300.0,
+    "runner_timeout_s": 60.0,
+    "cost_model": "xgb",
+    "cost_model_file": None,
+    "rpc": None,
 }
 
 
@@ -32,150 +35,161 @@ class TestTune(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory(prefix="tgc-worker-test-")
+        cls.n = itertools.count()
 
     @classmethod
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
-    def tune(self, **params):
-        params.setdefault("work_dir", os.path.join(self.tmp.name, params["task"]["name"]))
-        params.setdefault("target", LLVM)
-        return shared_worker().call("tune", {**FAST, **params})
+    def open(self, task, **params):
+        params.setdefault("work_dir", os.path.join(self.tmp.name, f"{task['name']}-{next(self.n)}"))
+        return shared_worker().call("tune_open", {**OPEN, "task": task, "target": LLVM, **params})
 
-    def test_conv_tune_replay_and_exact_hit(self):
+    def test_a_search_its_records_windows_and_a_seeded_session(self):
+        w = shared_worker()
         task = conv_task("fused_conv2d_add_relu")
-        r = self.tune(task=task, max_trials=8, trials_per_round=8, patience_rounds=2)
-        self.assertEqual((r["trials"], r["rounds"], r["stopped"]), (8, 1, "budget"), r)
-        self.assertEqual(r["seeds_tried"], 0)
-        recs = r["records"]
-        self.assertGreaterEqual(len(recs), 4)
-        # the best three were re-measured (3 fresh runs each, the best in 3 windows of 3)
-        # and come first, by median
-        self.assertEqual([x["remeasured"] for x in recs[:3]], [True] * 3)
-        self.assertTrue(all(not x["remeasured"] for x in recs[3:]))
-        self.assertEqual(len(recs[0]["run_secs"]), 9)
-        self.assertTrue(all(len(x["run_secs"]) in (3, 9) for x in recs[1:3]))
-        means = [x["median_s"] for x in recs[:3]]
-        self.assertEqual(means, sorted(means))
-        self.assertEqual(r["best_s"], means[0])
+        opened = self.open(task)
         self.assertEqual(
-            r["runner"],
-            {"number": 3, "repeat": 1, "min_repeat_ms": 20, "enable_cpu_cache_flush": False,
-             "remeasure_top": 3, "remeasure_repeats": 3, "exact_windows": 6, "writeback_windows": 3,
-             "threads": shared_worker().call("hello")["runtime_threads"]},
+            opened["evaluator"],
+            {"number": 3, "repeat": 1, "min_repeat_ms": 20, "enable_cpu_cache_flush": False},
         )
-        self.assertIsNone(r["exact_seed_remeasured_s"])
-        self.assertTrue(all(x["origin"] == "search" for x in recs))
-        self.assertTrue(all(x["trace"][0] and x["run_secs"] for x in recs))
+        self.assertEqual(opened["threads"], w.call("hello")["runtime_threads"])
+        self.assertEqual(opened["structural_hash"], w.call("lower", {"task": task, "target": LLVM})["structural_hash"])
+        sid = opened["session"]
+        r = w.call("tune_search", {"session": sid, "count": 8})
+        self.assertEqual(len(r["candidates"]), 8, r)
+        self.assertEqual(len(set(r["candidates"])), 8)
+        self.assertTrue(all(m["run_secs"] and m["error"] is None for m in r["results"]), r)
+        for k in ("search_s", "build_s", "run_s"):
+            self.assertGreater(r[k], 0, k)
+        self.assertEqual(r["trained_s"], 0.0, "nothing measured before")
+        # the next round first trains the cost model on the first
+        r2 = w.call("tune_search", {"session": sid, "count": 4})
+        self.assertEqual(len(r2["candidates"]), 4)
+        self.assertGreater(r2["trained_s"], 0)
+        self.assertFalse(set(r["candidates"]) & set(r2["candidates"]), "new candidates")
+        # the records are the candidates measured, MetaSchedule's order (by mean)
+        recs = w.call("tune_records", {"session": sid, "top_k": 32})["records"]
+        self.assertEqual(sorted(x["candidate"] for x in recs), sorted(r["candidates"] + r2["candidates"]))
+        means = [sum(x["run_secs"]) / len(x["run_secs"]) for x in recs]
+        self.assertEqual(means, sorted(means))
+        # windows: `repeats` fresh runs each, in the order asked (one id twice)
+        best, second = recs[0]["candidate"], recs[1]["candidate"]
+        ws = w.call("tune_windows", {"session": sid, "candidates": [best, second, best], "repeats": 3, "retries": 0})
+        self.assertEqual([len(x["run_secs"]) for x in ws["windows"]], [3, 3, 3], ws)
+        self.assertGreater(ws["build_s"], 0)
+        again = w.call("tune_windows", {"session": sid, "candidates": [best], "repeats": 2, "retries": 0})
+        self.assertEqual(again["build_s"], 0.0, "a candidate is built once for its windows")
+        self.assertEqual(len(again["windows"][0]["run_secs"]), 2)
+        closed = w.call("tune_close", {"session": sid, "train": True, "cost_model_max_samples": 4096})
+        self.assertEqual((closed["failed_runs"], closed["run_errors"], closed["errors"]), (0, [], []))
 
-        # the records replay exactly on their own task
+        # the records replay exactly on their own task; seeded with them, a session measures
+        # what it is asked to: the best one alone, then a window of it
         traces = [x["trace"] for x in recs[:4]]
-        res = shared_worker().call("replay", {"task": task, "target": LLVM, "traces": traces})
+        res = w.call("replay", {"task": task, "target": LLVM, "traces": traces})
         self.assertEqual([x["mode"] for x in res["results"]], ["exact"] * 4)
+        sid = self.open(task)["session"]
+        seeded = w.call("tune_seeds", {"session": sid, "seeds": traces, "limit": 8})
+        self.assertEqual([(s["mode"], s["duplicate"], s["error"]) for s in seeded["seeds"]], [("exact", False, None)] * 4)
+        ids = [s["candidate"] for s in seeded["seeds"]]
+        m = w.call("tune_measure", {"session": sid, "candidates": ids[:1]})
+        self.assertEqual(len(m["results"]), 1)
+        self.assertTrue(m["results"][0]["run_secs"])
+        ws = w.call("tune_windows", {"session": sid, "candidates": ids[:1], "repeats": 3, "retries": 0})
+        self.assertEqual(len(ws["windows"][0]["run_secs"]), 3)
+        # the database holds what was measured as trials: the one seed
+        recs = w.call("tune_records", {"session": sid, "top_k": 32})["records"]
+        self.assertEqual([x["candidate"] for x in recs], ids[:1])
+        self.assertEqual(recs[0]["trace"], traces[0])
+        w.call("tune_close", {"session": sid, "train": False, "cost_model_max_samples": 4096})
 
-        # second run: seeded with them and told the cached latency: exact hit, no search.
-        # (The tolerance is wide because this machine is shared: re-measurements of a 50 us
-        # kernel varied by more than 1.5x between two runs under load; the exact-hit
-        # mechanism is tested here, not the machine's noise.)
-        r2 = self.tune(
-            task=task,
-            seeds=traces,
-            cached_latency_s=r["best_s"],
-            exact_tolerance=3.0,
-            max_trials=16,
-            trials_per_round=8,
-            work_dir=os.path.join(self.tmp.name, "again"),
-        )
-        self.assertEqual(r2["stopped"], "exact_hit", r2)
-        self.assertEqual(r2["seeds_failed"], 0)
-        # every seed replays, but only the best exact one is measured: the hit needs no more
-        replayed = r2["seeds_tried"] - r2["seeds_duplicate"]
-        self.assertEqual(r2["seed_modes"], {"exact": replayed})
-        self.assertEqual((r2["trials"], r2["seeds_measured"], r2["rounds"]), (1, 1, 1), r2)
-        self.assertEqual(len(r2["records"]), 1, r2)
-        self.assertTrue(all(x["origin"] == "seed" for x in r2["records"]))
-        # the exact seed was re-measured for the check, and that median is a record's
-        self.assertIsNotNone(r2["exact_seed_remeasured_s"])
-        self.assertIn(r2["exact_seed_remeasured_s"], [x["median_s"] for x in r2["records"]])
-
-    def test_seeded_matmul_tune_continues_and_drops_bad_seeds(self):
+    def test_seeds_replay_until_the_limit_and_failures_are_named(self):
         w = shared_worker()
         task = matmul_task("matmul", m=32, k=64, n=32)
-        seeds = w.call("sample", {"task": task, "target": LLVM, "count": 4, "seed": 3})["traces"]
-        # a conv trace does not replay on a matmul: dropped and counted
-        bad = w.call("sample", {"task": conv_task("c"), "target": LLVM, "count": 1})["traces"]
-        r = self.tune(
-            task=task, seeds=seeds + bad, max_trials=12, trials_per_round=4, patience_rounds=1
-        )
-        self.assertEqual(r["seeds_tried"], len(seeds) + 1)
-        self.assertEqual(r["seeds_failed"], 1)
-        self.assertEqual(len(r["seed_errors"]), 1)
-        self.assertEqual(r["seeds_measured"], len(seeds) - r["seeds_duplicate"])
-        self.assertGreater(r["trials"], r["seeds_measured"])  # the search went on
-        self.assertLessEqual(r["trials"], 12)
-        self.assertIn(r["stopped"], ("patience", "budget"))
-        if r["stopped"] == "budget":
-            self.assertEqual(r["trials"], 12)
-        self.assertGreaterEqual(r["rounds"], 2)
-        origins = {x["origin"] for x in r["records"]}
-        self.assertIn("seed", origins)
-        # (best_s is a re-measured median, seed_best_s a search measurement: not comparable)
-        self.assertLessEqual(r["history"][-1]["best_s"], r["seed_best_s"])
-        # one history entry per measured batch: time and trials grow, the best never rises,
-        # and the last entry is the run's result
-        h = r["history"]
-        self.assertEqual(len(h), r["rounds"])
-        self.assertEqual(h[0]["trials"], r["seeds_measured"])
-        self.assertEqual(h[0]["best_s"], r["seed_best_s"])
-        self.assertEqual(h[-1]["trials"], r["trials"])
-        for a, b in zip(h, h[1:]):
-            self.assertLess(a["trials"], b["trials"])
-            self.assertLessEqual(a["elapsed_s"], b["elapsed_s"])
-            self.assertLessEqual(b["best_s"], a["best_s"])
-        # the history's best is the search's; the result's best_s the best re-measured median
-        self.assertTrue(r["records"][0]["remeasured"])
-        self.assertEqual(r["best_s"], r["records"][0]["median_s"])
-        self.assertLessEqual(h[-1]["elapsed_s"], r["wall_s"])
-        keys = ("search_s", "build_s", "run_s", "cost_model_s")
-        for e in h:
-            self.assertTrue(all(e[k] >= 0 for k in keys), e)
-        self.assertLessEqual(sum(e[k] for e in h for k in keys), h[-1]["elapsed_s"])
-        self.assertTrue(all(e["build_s"] > 0 and e["run_s"] > 0 for e in h), h)
+        seeds = w.call("sample", {"task": task, "target": LLVM, "count": 3, "seed": 3})["traces"]
+        # a conv trace does not replay on a matmul: named; a repeated seed is a duplicate
+        bad = w.call("sample", {"task": conv_task("c"), "target": LLVM, "count": 1, "seed": 1})["traces"]
+        sid = self.open(task)["session"]
+        r = w.call("tune_seeds", {"session": sid, "seeds": bad + seeds[:1] + seeds, "limit": 8})
+        out = r["seeds"]
+        self.assertEqual(len(out), 5)
+        self.assertIsNone(out[0]["candidate"])
+        self.assertIsNone(out[0]["mode"])
+        self.assertTrue(out[0]["error"])
+        self.assertEqual((out[2]["duplicate"], out[2]["candidate"]), (True, out[1]["candidate"]))
+        self.assertEqual(len({s["candidate"] for s in out[1:]}), 3)
+        # at the limit, the seeds after are not tried
+        sid = self.open(task)["session"]
+        r = w.call("tune_seeds", {"session": sid, "seeds": seeds, "limit": 2})
+        self.assertEqual(len(r["seeds"]), 2)
+        # a measured batch of seeds: one result each, the build and run timed
+        m = w.call("tune_measure", {"session": sid, "candidates": [s["candidate"] for s in r["seeds"]]})
+        self.assertEqual(len(m["results"]), 2)
+        self.assertTrue(m["build_s"] > 0 and m["run_s"] > 0, m)
+        # the search continues from them: its candidates are new ones
+        s = w.call("tune_search", {"session": sid, "count": 4})
+        self.assertTrue(s["candidates"] and not set(s["candidates"]) & {x["candidate"] for x in r["seeds"]})
+        w.call("tune_close", {"session": sid, "train": True, "cost_model_max_samples": 4096})
 
-    def test_cost_model_warm_start(self):
+    def test_cost_model_warm_start_and_training_on_request(self):
+        w = shared_worker()
         path = os.path.join(self.tmp.name, "cm", "llvm.tar")
-        first = self.tune(task=matmul_task("mm_a", m=32, k=64, n=32), max_trials=8,
-                          trials_per_round=8, cost_model_file=path)
-        self.assertEqual(first["cost_model"]["warm_samples"], 0)
-        self.assertEqual(first["cost_model"]["saved_samples"], first["trials"])
-        self.assertEqual(first["cost_model"]["errors"], [])
+
+        def session(name, shape, rounds, train=True, max_samples=4096):
+            opened = self.open(matmul_task(name, **shape), cost_model_file=path)
+            sid = opened["session"]
+            trials = 0
+            for n in rounds:
+                trials += len(w.call("tune_search", {"session": sid, "count": n})["candidates"])
+            closed = w.call("tune_close", {"session": sid, "train": train, "cost_model_max_samples": max_samples})
+            return opened, closed, trials
+
+        opened, first, t1 = session("mm_a", dict(m=32, k=64, n=32), [8])
+        self.assertEqual(opened["cost_model_warm_samples"], 0)
+        self.assertEqual(first["saved_samples"], t1)
+        self.assertEqual(first["errors"], [])
         self.assertTrue(os.path.exists(path))
         # the next task starts from the first one's measurements and adds its own
-        second = self.tune(task=matmul_task("mm_b", m=64, k=32, n=16), max_trials=8,
-                           trials_per_round=8, cost_model_file=path)
-        self.assertEqual(second["cost_model"]["warm_samples"], first["trials"])
-        self.assertEqual(second["cost_model"]["saved_samples"], first["trials"] + second["trials"])
-        # a cap keeps the newest task's group only
-        third = self.tune(task=matmul_task("mm_c", m=16, k=16, n=16), max_trials=4,
-                          trials_per_round=4, cost_model_file=path, cost_model_max_samples=1)
-        self.assertEqual(third["cost_model"]["warm_samples"], first["trials"] + second["trials"])
-        self.assertEqual(third["cost_model"]["saved_samples"], third["trials"])
+        opened, second, t2 = session("mm_b", dict(m=64, k=32, n=16), [4, 4])
+        self.assertEqual(opened["cost_model_warm_samples"], t1)
+        self.assertEqual(second["saved_samples"], t1 + t2)
+        # without training, the batch not yet learnt is left out; a cap keeps the newest group
+        opened, third, _ = session("mm_c", dict(m=16, k=16, n=16), [4, 4], train=False, max_samples=4)
+        self.assertEqual(opened["cost_model_warm_samples"], t1 + t2)
+        self.assertEqual(third["saved_samples"], 4, "the first round, learnt before the second")
         # a damaged file: reported with its path, the task tunes cold, the file is replaced
         with open(path, "wb") as f:
             f.write(b"not a tar")
-        fourth = self.tune(task=matmul_task("mm_d", m=16, k=32, n=16), max_trials=4,
-                           trials_per_round=4, cost_model_file=path)
-        self.assertEqual(fourth["cost_model"]["warm_samples"], 0)
-        (err,) = fourth["cost_model"]["errors"]
+        opened, fourth, t4 = session("mm_d", dict(m=16, k=32, n=16), [4])
+        self.assertEqual(opened["cost_model_warm_samples"], 0)
+        (err,) = fourth["errors"]
         self.assertIn(path, err)
         self.assertIn("unreadable cost model", err)
         self.assertNotIn("\n", err)
-        self.assertEqual(fourth["cost_model"]["saved_samples"], fourth["trials"])
-        # bad parameter: one line naming it
-        resp = shared_worker().request("tune", {**FAST, "task": matmul_task("mm_e"), "target": LLVM,
-                                                "work_dir": self.tmp.name, "cost_model_file": 3})
+        self.assertEqual(fourth["saved_samples"], t4)
+
+    def test_bad_session_requests_are_one_line_errors(self):
+        w = shared_worker()
+        resp = w.request("tune_open", {**OPEN, "task": matmul_task("mm_e"), "target": LLVM,
+                                       "work_dir": self.tmp.name, "cost_model_file": 3})
         self.assertEqual(resp["error"]["kind"], "bad_params")
         self.assertIn("cost_model_file", resp["error"]["message"])
+        sid = self.open(matmul_task("mm_f", m=8, k=8, n=8))["session"]
+        for method, params, needle in (
+            ("tune_search", {"session": sid + 1, "count": 1}, "is not open"),
+            ("tune_search", {"session": sid, "count": 0}, "count must be an int of at least 1"),
+            ("tune_measure", {"session": sid, "candidates": [7]}, "no candidate 7"),
+            ("tune_windows", {"session": sid, "candidates": ["a"], "repeats": 1, "retries": 0}, "candidate ids"),
+            ("tune_close", {"session": sid, "train": 1, "cost_model_max_samples": 1}, "train must be a bool"),
+        ):
+            resp = w.request(method, params)
+            self.assertEqual(resp["error"]["kind"], "bad_params", (method, resp))
+            self.assertIn(needle, resp["error"]["message"])
+        # opening another session closes this one
+        self.open(matmul_task("mm_g", m=8, k=8, n=8))
+        resp = w.request("tune_records", {"session": sid, "top_k": 1})
+        self.assertIn("is not open", resp["error"]["message"])
 
     def test_build_and_measure(self):
         w = shared_worker()
@@ -211,7 +225,8 @@ class TestTune(unittest.TestCase):
             for t in (c1, c2, mm)
         }
         r = w.call(
-            "build_and_measure", {"module": module, "records": records, "target": LLVM, "repeat": 5}
+            "build_and_measure", {"module": module, "records": records, "target": LLVM, "repeat": 5,
+                                  "number": 1, "seed": 0}
         )
         self.assertTrue(r["outputs_match"], r)
         self.assertLess(r["max_rel_err"], r["tolerance"]["atol_rel"], r)
@@ -228,7 +243,8 @@ class TestTune(unittest.TestCase):
 
         # a task of the module that is not lowerable is an error naming it; the worker goes on
         broken = dict(module, tasks=[c1, c2, dict(mm, bindings=[dict(mm["bindings"][0], op="nope")] + mm["bindings"][1:])])
-        resp = w.request("build_and_measure", {"module": broken, "records": {}, "target": LLVM})
+        resp = w.request("build_and_measure", {"module": broken, "records": {}, "target": LLVM,
+                                               "repeat": 1, "number": 1, "seed": 0})
         self.assertEqual((resp["error"]["kind"], resp["error"]["task"]), ("unsupported_op", "reshape_matmul"))
 
 

@@ -490,8 +490,8 @@ def latency_stats(results_s: list, repeat: int, number: int) -> dict:
     }
 
 
-def _positive_int(params, k, default):
-    v = params.get(k, default)
+def _positive_int(params, k):
+    v = params[k]
     if not isinstance(v, int) or isinstance(v, bool) or v < (0 if k == "seed" else 1):
         raise WorkerError("bad_params", f"{k} must be a positive int, got {v!r}")
     return v
@@ -503,9 +503,9 @@ def bench(params: dict) -> dict:
     from .tvmutil import parse_target
 
     target = parse_target(params["target"], with_host=True)
-    repeat = _positive_int(params, "repeat", 50)
-    number = _positive_int(params, "number", 1)
-    seed = _positive_int(params, "seed", 0)
+    repeat = _positive_int(params, "repeat")
+    number = _positive_int(params, "number")
+    seed = _positive_int(params, "seed")
     library = params["library"]
     if not isinstance(library, str) or not os.path.isfile(library):
         raise WorkerError("bad_params", f"library: {library!r} is not a file")
@@ -692,12 +692,7 @@ def schedule_model(spec: ModelSpec, target, records) -> Scheduled:
 
 def build_and_measure(params: dict) -> dict:
     t0 = time.time()
-    repeat = params.get("repeat", 20)
-    number = params.get("number", 1)
-    seed = params.get("seed", 0)
-    for k, v in (("repeat", repeat), ("number", number), ("seed", seed)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < (0 if k == "seed" else 1):
-            raise WorkerError("bad_params", f"{k} must be a positive int, got {v!r}")
+    repeat, number, seed = (_positive_int(params, k) for k in ("repeat", "number", "seed"))
     overrides = {}
     for k in ("atol_rel", "rtol"):
         if k in params:

@@ -2,8 +2,7 @@
 
 MetaSchedule's stock LocalBuilder starts a process pool for its sanity check when it is
 constructed (about 1.8 s here) and starts and shuts down another pool on every `build` call,
-each of whose processes imports TVM again. tgc's `tune` used to construct one per task. Here
-one `TrialBuilder` (a `PyBuilder`) keeps a `PopenPoolExecutor` alive for the whole worker
+each of whose processes imports TVM again. Here one `TrialBuilder` (a `PyBuilder`) keeps a `PopenPoolExecutor` alive for the whole worker
 process, and one `TrialRunner` (a `PyRunner`) keeps its single measuring process alive.
 
 Measuring does not overlap building. MetaSchedule's task loop cannot overlap them for one
@@ -12,7 +11,7 @@ results, and the runner is joined before that), and on this 2-core machine a ker
 while a build runs on the other core measures the build, not the kernel: the runner gets the
 cores to itself, one candidate after the other, as LocalRunner does.
 
-With `rpc` (tune's param), candidates are still built here by the same builder, and measured
+With `rpc` (tune_open's param), candidates are still built here by the same builder, and measured
 on devices registered with a TVM RPC tracker under one key instead: `RemoteRunner` keeps a
 pool of `sessions` processes, each of which asks the tracker for a device, uploads one
 artifact, times it and closes the session (MetaSchedule's own RPCRunner `_worker_func`), so
@@ -118,7 +117,7 @@ class _PersistentPool:
 class TrialBuilder(PyBuilder, _PersistentPool):
     """A PyBuilder over a persistent PopenPoolExecutor running `build_worker.build_and_export`.
 
-    `seconds` accumulates the wall time spent in `build` (the tune loop reads deltas of it
+    `seconds` accumulates the wall time spent in `build` (a session reads deltas of it
     per round); `builds` counts the inputs built.
     """
 
@@ -277,7 +276,7 @@ class TrialRunner(PyRunner, _MeasuringPool):
 
 class RunFailures:
     """Measurements that failed (the run raised, timed out or lost its process or device):
-    a running count and the most recent messages, one line each. A tune call takes a
+    a running count and the most recent messages, one line each. A session takes a
     `mark()` when it starts and reads what came after it (`since`)."""
 
     KEEP = 256  # messages kept (the newest)
@@ -343,7 +342,7 @@ class RemoteRunner(PyRunner, _MeasuringPool):
     Each candidate runs MetaSchedule's RPCRunner worker function in one of `sessions`
     persistent processes: request a device from the tracker, upload the artifact, time it,
     close the session. Unlike RPCRunner (whose pool has no timeout, so a session stuck on a
-    device that went silent would hang the tune), the pool kills a process after
+    device that went silent would hang the session), the pool kills a process after
     `timeout_sec`, which counts from the tracker request: waiting for a free device,
     uploading and timing all fall under it. `run` returns when the whole batch is done, as
     TrialRunner's does, so `seconds` is the measuring time.
@@ -422,45 +421,19 @@ def build_and_measure_mods(builder: TrialBuilder, runner: TrialRunner, mods_and_
     """Build each (mod, args_info) and measure it with `evaluator`; the artifacts are removed.
 
     Returns [(run_secs or None, error or None)]."""
-    out, inputs, where = _build_mods(builder, mods_and_args, target)
+    out, inputs, where = build_mods(builder, mods_and_args, target)
     try:
         for i, res in zip(where, runner.measure(inputs, evaluator)):
             out[i] = res
     finally:
-        _remove_artifacts(inputs)
+        remove_artifacts(inputs)
     return out
 
 
-def measure_windows(builder: TrialBuilder, runner: TrialRunner, mods_and_args, target, evaluator,
-                    windows: int, next_item):
-    """Build each (mod, args_info) once, then measure one window (a runner call with
-    `evaluator`) at a time, of the item `next_item(done)` names, until it names None or
-    `windows` windows were measured in all; the artifacts are removed. `done[i]` is the
-    list of item i's windows so far (their run_secs, in order).
-
-    Returns (done, error or None): a failed build or run ends the windows with its error."""
-    out, inputs, _ = _build_mods(builder, mods_and_args, target)
-    done: list = [[] for _ in mods_and_args]
-    if len(inputs) < len(mods_and_args):
-        _remove_artifacts(inputs)
-        return done, next(r[1] for r in out if r is not None)
-    try:
-        for _ in range(windows):
-            i = next_item(done)
-            if i is None:
-                break
-            ((secs, err),) = runner.measure([inputs[i]], evaluator)
-            if secs is None:
-                return done, err
-            done[i].append(secs)
-    finally:
-        _remove_artifacts(inputs)
-    return done, None
-
-
-def _build_mods(builder, mods_and_args, target):
-    """([(None, build error)] or [None] per item, RunnerInputs of the built ones, their item
-    indices)."""
+def build_mods(builder, mods_and_args, target):
+    """Build each (mod, args_info) for `target`: ([(None, build error)] or [None] per item,
+    the RunnerInputs of the built ones, their item indices). The caller removes the
+    artifacts (remove_artifacts)."""
     from tvm.runtime import Device
 
     device_type = Device._DEVICE_TYPE_TO_NAME[target.get_target_device_type()]  # noqa: SLF001
@@ -476,7 +449,7 @@ def _build_mods(builder, mods_and_args, target):
     return out, inputs, where
 
 
-def _remove_artifacts(inputs) -> None:
+def remove_artifacts(inputs) -> None:
     for ri in inputs:
         shutil.rmtree(os.path.dirname(str(ri.artifact_path)), ignore_errors=True)
 
@@ -499,9 +472,10 @@ __all__ = [
     "TrialBuilder",
     "TrialRunner",
     "build_and_measure_mods",
-    "measure_windows",
+    "build_mods",
     "get_builder",
     "get_remote_runner",
     "get_runner",
+    "remove_artifacts",
     "shutdown_all",
 ]

@@ -20,7 +20,13 @@ METHODS = (
     "replay",
     "sample",
     "prepare_tuning",
-    "tune",
+    "tune_open",
+    "tune_seeds",
+    "tune_measure",
+    "tune_search",
+    "tune_windows",
+    "tune_records",
+    "tune_close",
     "build",
     "build_and_measure",
     "bench",
@@ -37,45 +43,38 @@ PARAMS = {
     "target": (("target",), ()),
     "lower": (("task", "target"), ()),
     "replay": (("task", "target", "traces"), ()),
-    "sample": (("task", "target"), ("count", "seed")),
+    "sample": (("task", "target", "count", "seed"), ()),
     "prepare_tuning": ((), ()),
-    "tune": (
+    "tune_open": (
         (
             "task",
             "target",
             "work_dir",
-            "seeds",
-            "max_trials",
-            "trials_per_round",
-            "patience_rounds",
-            "exact_tolerance",
-        ),
-        (
-            "cached_latency_s",
-            "control_latency_s",
-            "goal_latency_s",
-            "top_k",
             "seed",
+            "max_trials",
+            "max_round",
+            "evolutionary",
+            "evaluator",
             "builder_timeout_s",
             "runner_timeout_s",
-            "runner",
-            "evolutionary",
             "cost_model",
             "cost_model_file",
-            "cost_model_max_samples",
-            "remeasure_top",
-            "remeasure_repeats",
-            "exact_windows",
-            "writeback_windows",
             "rpc",
         ),
+        (),
     ),
+    "tune_seeds": (("session", "seeds", "limit"), ()),
+    "tune_measure": (("session", "candidates"), ()),
+    "tune_search": (("session", "count"), ()),
+    "tune_windows": (("session", "candidates", "repeats", "retries"), ()),
+    "tune_records": (("session", "top_k"), ()),
+    "tune_close": (("session", "train", "cost_model_max_samples"), ()),
     "build": (("module", "records", "target", "export"), ()),
     "build_and_measure": (
-        ("module", "records", "target"),
-        ("repeat", "number", "seed", "atol_rel", "rtol", "export"),
+        ("module", "records", "target", "repeat", "number", "seed"),
+        ("atol_rel", "rtol", "export"),
     ),
-    "bench": (("library", "inputs", "target"), ("repeat", "number", "seed", "untuned")),
+    "bench": (("library", "inputs", "target", "repeat", "number", "seed"), ("untuned",)),
     "rpc_devices": (("tracker_host", "tracker_port", "key"), ()),
     "shutdown": ((), ()),
 }
@@ -268,8 +267,8 @@ def m_sample(params: dict) -> dict:
     from .tvmutil import make_context
 
     lt, target = _task_and_target(params)
-    count = params.get("count", 8)
-    seed = params.get("seed", 1)
+    count = params["count"]
+    seed = params["seed"]
     for k, v in (("count", count), ("seed", seed)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise WorkerError("bad_params", f"{k} must be a positive int, got {v!r}", lt.task.name)
@@ -288,17 +287,102 @@ def m_prepare_tuning(params: dict) -> dict:
     return {"seconds": round(time.time() - t0, 3)}
 
 
-def m_tune(params: dict) -> dict:
-    from .tune import tune_task
+def _tvm_errors(method: str, task: str | None):
+    """TVM's exceptions during a tuning request as one `tvm` error naming the method."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def wrap():
+        try:
+            yield
+        except WorkerError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            _log(traceback.format_exc())
+            raise WorkerError("tvm", f"{method} failed: {one_line(e)}", task)
+
+    return wrap()
+
+
+def _count(params: dict, name: str, lo: int, task: str | None) -> int:
+    v = params[name]
+    if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+        raise WorkerError("bad_params", f"{name} must be an int of at least {lo}, got {v!r}", task)
+    return v
+
+
+def _ids(params: dict, task: str | None) -> list:
+    ids = params["candidates"]
+    if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise WorkerError("bad_params", "candidates must be a list of candidate ids", task)
+    return ids
+
+
+def m_tune_open(params: dict) -> dict:
+    from .session import open_session
 
     lt, target = _task_and_target(params)
-    seeds = _traces(params, "seeds", lt.task.name)
-    try:
-        return tune_task(lt, target, params, seeds)
-    except WorkerError:
-        raise
-    except Exception as e:  # noqa: BLE001
-        raise WorkerError("tvm", f"tuning failed: {one_line(e)}", lt.task.name)
+    with _tvm_errors("tune_open", lt.task.name):
+        return open_session(lt, target, params)
+
+
+def m_tune_seeds(params: dict) -> dict:
+    from .session import session
+
+    s = session(params)
+    seeds = _traces(params, "seeds", s.task)
+    limit = _count(params, "limit", 0, s.task)
+    with _tvm_errors("tune_seeds", s.task):
+        return s.seeds(seeds, limit)
+
+
+def m_tune_measure(params: dict) -> dict:
+    from .session import session
+
+    s = session(params)
+    ids = _ids(params, s.task)
+    with _tvm_errors("tune_measure", s.task):
+        return s.measure(ids)
+
+
+def m_tune_search(params: dict) -> dict:
+    from .session import session
+
+    s = session(params)
+    count = _count(params, "count", 1, s.task)
+    with _tvm_errors("tune_search", s.task):
+        return s.search(count)
+
+
+def m_tune_windows(params: dict) -> dict:
+    from .session import session
+
+    s = session(params)
+    ids = _ids(params, s.task)
+    repeats = _count(params, "repeats", 1, s.task)
+    retries = _count(params, "retries", 0, s.task)
+    with _tvm_errors("tune_windows", s.task):
+        return s.windows(ids, repeats, retries)
+
+
+def m_tune_records(params: dict) -> dict:
+    from .session import session
+
+    s = session(params)
+    top_k = _count(params, "top_k", 1, s.task)
+    with _tvm_errors("tune_records", s.task):
+        return s.records(top_k)
+
+
+def m_tune_close(params: dict) -> dict:
+    from .session import close_session, session
+
+    s = session(params)
+    if not isinstance(params["train"], bool):
+        raise WorkerError("bad_params", "train must be a bool", s.task)
+    _count(params, "cost_model_max_samples", 1, s.task)
+    with _tvm_errors("tune_close", s.task):
+        return close_session(params)
 
 
 def m_build(params: dict) -> dict:
@@ -332,7 +416,13 @@ HANDLERS = {
     "replay": m_replay,
     "sample": m_sample,
     "prepare_tuning": m_prepare_tuning,
-    "tune": m_tune,
+    "tune_open": m_tune_open,
+    "tune_seeds": m_tune_seeds,
+    "tune_measure": m_tune_measure,
+    "tune_search": m_tune_search,
+    "tune_windows": m_tune_windows,
+    "tune_records": m_tune_records,
+    "tune_close": m_tune_close,
     "build": m_build,
     "build_and_measure": m_build_and_measure,
     "bench": m_bench,
@@ -439,7 +529,7 @@ def main() -> int:
         out.flush()
         if not keep:
             break
-    # the tune builder's and runner's processes (tgc_worker.pool), when tune ever ran
+    # the tuning builder's and runner's processes (tgc_worker.pool), when a session ever ran
     pool = sys.modules.get(__package__ + ".pool")
     if pool is not None:
         pool.shutdown_all()

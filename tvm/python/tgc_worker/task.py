@@ -108,65 +108,9 @@ def parse_task(obj) -> Task:
     n_values = len(params)
     bindings = []
     for i, b in enumerate(bindings_j):
-        where = f"bindings[{i}]"
-        if not isinstance(b, dict):
-            raise WorkerError("bad_task", f"{where}: expected an object", name)
-        op = b.get("op")
-        if not isinstance(op, str):
-            raise WorkerError("bad_task", f"{where}: op must be a string", name)
-        where = f"bindings[{i}] ({op})"
-        if op not in OPS:
-            raise WorkerError("unsupported_op", f"{where}: unknown op {op!r}", name)
-        spec = OPS[op]
-        operands = b.get("operands", [])
-        if not isinstance(operands, list) or not all(
-            isinstance(x, int) and not isinstance(x, bool) for x in operands
-        ):
-            raise WorkerError("bad_task", f"{where}: operands must be a list of ints", name)
-        for x in operands:
-            if not 0 <= x < n_values:
-                raise WorkerError(
-                    "bad_task",
-                    f"{where}: operand %{x} is not defined before this binding "
-                    f"({n_values} values so far)",
-                    name,
-                )
-        if len(operands) < spec.min_operands or (
-            spec.max_operands is not None and len(operands) > spec.max_operands
-        ):
-            want = (
-                str(spec.min_operands)
-                if spec.max_operands == spec.min_operands
-                else f"at least {spec.min_operands}"
-            )
-            raise WorkerError(
-                "bad_task", f"{where}: takes {want} operands, got {len(operands)}", name
-            )
-        attrs = check_attrs(op, b.get("attrs", {}), where, name)
-        res_j = b.get("results")
-        if not isinstance(res_j, list) or not res_j:
-            raise WorkerError("bad_task", f"{where}: results must be a non-empty list", name)
-        results = tuple(_tensor_ty(r, f"{where} results[{k}]", name) for k, r in enumerate(res_j))
-        if op != "split" and len(results) != 1:
-            raise WorkerError("bad_task", f"{where}: has one result, got {len(results)}", name)
-        if op == "constant":
-            shape = attrs["shape"]
-            if results[0].shape != tuple(shape) or results[0].dtype != attrs["dtype"]:
-                raise WorkerError(
-                    "bad_task", f"{where}: result type differs from attrs shape/dtype", name
-                )
-            count = 1
-            for d in shape:
-                count *= d
-            if len(attrs["value"]) not in (1, count):
-                raise WorkerError(
-                    "bad_task",
-                    f"{where}: value has {len(attrs['value'])} elements, "
-                    f"shape {shape} needs 1 or {count}",
-                    name,
-                )
-        bindings.append(Binding(op, tuple(operands), attrs, results))
-        n_values += len(results)
+        binding = _parse_binding(b, i, n_values, name)
+        bindings.append(binding)
+        n_values += len(binding.results)
 
     results = []
     for x in results_j:
@@ -177,3 +121,65 @@ def parse_task(obj) -> Task:
         results.append(x)
     key = json.dumps(obj, sort_keys=True, separators=(",", ":"))
     return Task(name, tuple(params), tuple(bindings), tuple(results), key)
+
+
+def _parse_binding(b, i: int, n_values: int, name: str) -> Binding:
+    """Binding `i` of task `name`, whose operands may name the `n_values` values before it."""
+    where = f"bindings[{i}]"
+    if not isinstance(b, dict):
+        raise WorkerError("bad_task", f"{where}: expected an object", name)
+    op = b.get("op")
+    if not isinstance(op, str):
+        raise WorkerError("bad_task", f"{where}: op must be a string", name)
+    where = f"bindings[{i}] ({op})"
+    if op not in OPS:
+        raise WorkerError("unsupported_op", f"{where}: unknown op {op!r}", name)
+    spec = OPS[op]
+    operands = b.get("operands", [])
+    if not isinstance(operands, list) or not all(
+        isinstance(x, int) and not isinstance(x, bool) for x in operands
+    ):
+        raise WorkerError("bad_task", f"{where}: operands must be a list of ints", name)
+    for x in operands:
+        if not 0 <= x < n_values:
+            raise WorkerError(
+                "bad_task",
+                f"{where}: operand %{x} is not defined before this binding "
+                f"({n_values} values so far)",
+                name,
+            )
+    if len(operands) < spec.min_operands or (
+        spec.max_operands is not None and len(operands) > spec.max_operands
+    ):
+        want = (
+            str(spec.min_operands)
+            if spec.max_operands == spec.min_operands
+            else f"at least {spec.min_operands}"
+        )
+        raise WorkerError(
+            "bad_task", f"{where}: takes {want} operands, got {len(operands)}", name
+        )
+    attrs = check_attrs(op, b.get("attrs", {}), where, name)
+    res_j = b.get("results")
+    if not isinstance(res_j, list) or not res_j:
+        raise WorkerError("bad_task", f"{where}: results must be a non-empty list", name)
+    results = tuple(_tensor_ty(r, f"{where} results[{k}]", name) for k, r in enumerate(res_j))
+    if op != "split" and len(results) != 1:
+        raise WorkerError("bad_task", f"{where}: has one result, got {len(results)}", name)
+    if op == "constant":
+        shape = attrs["shape"]
+        if results[0].shape != tuple(shape) or results[0].dtype != attrs["dtype"]:
+            raise WorkerError(
+                "bad_task", f"{where}: result type differs from attrs shape/dtype", name
+            )
+        count = 1
+        for d in shape:
+            count *= d
+        if len(attrs["value"]) not in (1, count):
+            raise WorkerError(
+                "bad_task",
+                f"{where}: value has {len(attrs['value'])} elements, "
+                f"shape {shape} needs 1 or {count}",
+                name,
+            )
+    return Binding(op, tuple(operands), attrs, results)
