@@ -27,10 +27,10 @@
 //! (the Python package's `tgc.relax.ApplyCache`, a pass before `tvm.compile`).
 
 use crate::config::{CostModel, SearchSettings, TuneConfig};
-use crate::error::{task_error, TuneError};
+use crate::error::TuneError;
 use crate::observer::Observer;
 use crate::rules::SearchLimits;
-use crate::run::{CacheUse, Run};
+use crate::run::{CacheUse, PreparedTask, Run};
 use crate::search::{search, SearchJob, SearchOutcome};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -39,7 +39,6 @@ use std::time::Instant;
 use tgc_cache::{CacheLocation, Workload};
 use tgc_canonicalize::{extract_annotated_tasks, Task};
 use tgc_ir::Module;
-use tgc_passes::seed_schedules::{seed_plan, SEED_PLAN_ATTR};
 use tgc_passes::seeding::{SeedPlan, SeedPolicy, Tier};
 use tgc_tvm::{
     module_json, Applied, BenchRequest, BenchResult, BuildRecord, BuildResult, Built,
@@ -693,15 +692,13 @@ fn plan_task(
 ) -> Result<PlannedTask, TuneError> {
     let t0 = Instant::now();
     let policy = (!config.no_cache).then(|| run.policy());
-    let (tj, lowered, _) = run.lower(task, module, policy.as_ref())?;
-    let f = module
-        .function(&task.name)
-        .expect("tasks name functions of the module");
-    let plan = seed_plan(f)
-        .map_err(TuneError::Config)?
-        .ok_or_else(|| task_error(&task.name, format!("carries no {SEED_PLAN_ATTR}")))?;
-    observer.task_started(&task.name, &plan);
-    let seeds = run.seeds(task, &plan, observer)?;
+    let PreparedTask {
+        task_json: tj,
+        lowered,
+        plan,
+        seeds,
+        ..
+    } = run.prepare_task(task, module, policy.as_ref(), observer)?;
     let mut out = PlannedTask {
         plan: plan.clone(),
         workload_hash: lowered.structural_hash,

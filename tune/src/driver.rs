@@ -8,11 +8,11 @@
 
 use crate::budget::{RunBudget, Share, Turn};
 use crate::config::TuneConfig;
-use crate::error::{task_error, TuneError};
+use crate::error::TuneError;
 use crate::observer::Observer;
 use crate::report::{PlanSource, Report, TaskBudget, TaskReport};
 use crate::rules::{SearchLimits, StopReason};
-use crate::run::{CacheUse, Run};
+use crate::run::{CacheUse, PreparedTask, Run};
 use crate::search::{search, SearchJob, SearchOutcome};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -154,18 +154,16 @@ fn tune_task(
     policy: Option<&SeedPolicy>,
     observer: &mut dyn Observer,
 ) -> Result<(TaskReport, Option<Value>), TuneError> {
-    let (tj, lowered, replanned) = run.lower(task, module, policy)?;
-    let f = module
-        .function(&task.name)
-        .expect("tasks name functions of the module");
-    let plan = seed_plan(f)
-        .map_err(TuneError::Config)?
-        .ok_or_else(|| task_error(&task.name, format!("carries no {SEED_PLAN_ATTR}")))?;
-    observer.task_started(&task.name, &plan);
-    let planned = run.seeds(task, &plan, observer)?;
-    let seed_source = planned.first().map_or(Value::Null, |(_, s)| s.clone());
-    let seeds = planned.into_iter().map(|(seed, _)| seed).collect();
-    let job = search_job(run, &task.name, tj, &plan, seeds);
+    let PreparedTask {
+        task_json,
+        lowered,
+        replanned,
+        plan,
+        seeds,
+    } = run.prepare_task(task, module, policy, observer)?;
+    let seed_source = seeds.first().map_or(Value::Null, |(_, s)| s.clone());
+    let seeds = seeds.into_iter().map(|(seed, _)| seed).collect();
+    let job = search_job(run, &task.name, task_json, &plan, seeds);
     let config = run.config;
     let result = search(&mut run.worker, &job, &config.search)?;
     warn_of_failures(&task.name, &result, observer);

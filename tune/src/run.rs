@@ -21,7 +21,7 @@ use tgc_canonicalize::{Task, TaskKey};
 use tgc_ir::{Attr, Function, Module};
 use tgc_passes::annotate_cache::WORKLOAD_HASH_ATTR;
 use tgc_passes::annotate_cache::{AnnotateCache, CacheSource, DEFAULT_CANDIDATE_LIMIT};
-use tgc_passes::seed_schedules::{SeedSchedules, SEED_PLAN_ATTR};
+use tgc_passes::seed_schedules::{seed_plan, SeedSchedules, SEED_PLAN_ATTR};
 use tgc_passes::seeding::{SeedPlan, SeedPolicy, Tier};
 use tgc_passes::target::resolve_target;
 use tgc_passes::{Instrumentation, PassManager};
@@ -31,6 +31,17 @@ use tgc_tvm::{
     ExportRequest, LowerRequest, LowerResult, RpcDevices, RpcTracker, Seed, Trials, TuneOpen,
     Versions, Worker, WorkerConfig,
 };
+
+/// A task lowered and planned, its seeds read ([`Run::prepare_task`]).
+pub(crate) struct PreparedTask {
+    pub(crate) task_json: Value,
+    pub(crate) lowered: LowerResult,
+    /// The re-plan changed the plan.
+    pub(crate) replanned: bool,
+    pub(crate) plan: SeedPlan,
+    /// The plan's seeds, each with the report's account of its source.
+    pub(crate) seeds: Vec<(Seed, Value)>,
+}
 
 /// What a run does with the cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -269,6 +280,33 @@ impl Run<'_> {
             None => false,
         };
         Ok((tj, lowered, replanned))
+    }
+
+    /// Lowers the task (re-planned under `policy`, if any, as [`Run::lower`] does) and reads
+    /// its plan and the plan's seeds: what a tuning run and a build do first for each task.
+    pub(crate) fn prepare_task(
+        &mut self,
+        task: &Task,
+        module: &mut Module,
+        policy: Option<&SeedPolicy>,
+        observer: &mut dyn Observer,
+    ) -> Result<PreparedTask, TuneError> {
+        let (task_json, lowered, replanned) = self.lower(task, module, policy)?;
+        let f = module
+            .function(&task.name)
+            .expect("tasks name functions of the module");
+        let plan = seed_plan(f)
+            .map_err(TuneError::Config)?
+            .ok_or_else(|| task_error(&task.name, format!("carries no {SEED_PLAN_ATTR}")))?;
+        observer.task_started(&task.name, &plan);
+        let seeds = self.seeds(task, &plan, observer)?;
+        Ok(PreparedTask {
+            task_json,
+            lowered,
+            replanned,
+            plan,
+            seeds,
+        })
     }
 
     /// Looks the task up again (now with its TVM workload hash, which finds imported

@@ -291,7 +291,7 @@ impl<'a> TaskSearch<'a> {
             };
             // the check's windows are part of the seed batch's time
             let (runs, build_s, run_s) = self.window(which)?;
-            self.add_to_last(0.0, build_s, run_s);
+            self.windows_of_last(build_s, run_s);
             match runs {
                 Some(runs) => windows.push(runs),
                 None => failed = true,
@@ -334,7 +334,7 @@ impl<'a> TaskSearch<'a> {
                 .worker
                 .tune_search(self.sid(), count, self.task.as_deref())?;
             if r.candidates.is_empty() {
-                self.add_to_last(r.trained_s, 0.0, 0.0);
+                self.trained_last(r.trained_s);
                 return Ok(StopReason::Exhausted);
             }
             let before = self.progress.best_s;
@@ -357,7 +357,7 @@ impl<'a> TaskSearch<'a> {
         run_s: f64,
         trained_s: f64,
     ) {
-        self.add_to_last(trained_s, 0.0, 0.0);
+        self.trained_last(trained_s);
         let batch_best = results
             .iter()
             .map(|m| m.run_secs.as_deref().map_or(f64::INFINITY, rules::mean))
@@ -379,12 +379,22 @@ impl<'a> TaskSearch<'a> {
         });
     }
 
-    fn add_to_last(&mut self, cost_model_s: f64, build_s: f64, run_s: f64) {
+    /// The exact-hit check's windows, measured right after the last batch: its time.
+    fn windows_of_last(&mut self, build_s: f64, run_s: f64) {
+        let now = self.t0.elapsed().as_secs_f64();
         if let Some(h) = self.history.last_mut() {
-            h.cost_model_s += cost_model_s;
             h.build_s += build_s;
             h.run_s += run_s;
-            h.elapsed_s = self.t0.elapsed().as_secs_f64();
+            h.elapsed_s = now;
+        }
+    }
+
+    /// The cost model's update with the last batch, which the worker makes at the start of
+    /// the next request: its time, as if right after the batch.
+    fn trained_last(&mut self, cost_model_s: f64) {
+        if let Some(h) = self.history.last_mut() {
+            h.cost_model_s += cost_model_s;
+            h.elapsed_s += cost_model_s;
         }
     }
 
@@ -493,6 +503,7 @@ impl<'a> TaskSearch<'a> {
         let mut history = self.history;
         if let Some(h) = history.last_mut() {
             h.cost_model_s += closed.trained_s;
+            h.elapsed_s += closed.trained_s;
         }
         let ev = self.opened.evaluator;
         let s = self.settings;

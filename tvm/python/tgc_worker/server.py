@@ -326,63 +326,38 @@ def m_tune_open(params: dict) -> dict:
         return open_session(lt, target, params)
 
 
-def m_tune_seeds(params: dict) -> dict:
-    from .session import session
+def _close(s, params: dict) -> dict:
+    from .session import close_session
 
-    s = session(params)
-    seeds = _traces(params, "seeds", s.task)
-    limit = _count(params, "limit", 0, s.task)
-    with _tvm_errors("tune_seeds", s.task):
-        return s.seeds(seeds, limit)
-
-
-def m_tune_measure(params: dict) -> dict:
-    from .session import session
-
-    s = session(params)
-    ids = _ids(params, s.task)
-    with _tvm_errors("tune_measure", s.task):
-        return s.measure(ids)
-
-
-def m_tune_search(params: dict) -> dict:
-    from .session import session
-
-    s = session(params)
-    count = _count(params, "count", 1, s.task)
-    with _tvm_errors("tune_search", s.task):
-        return s.search(count)
-
-
-def m_tune_windows(params: dict) -> dict:
-    from .session import session
-
-    s = session(params)
-    ids = _ids(params, s.task)
-    repeats = _count(params, "repeats", 1, s.task)
-    retries = _count(params, "retries", 0, s.task)
-    with _tvm_errors("tune_windows", s.task):
-        return s.windows(ids, repeats, retries)
-
-
-def m_tune_records(params: dict) -> dict:
-    from .session import session
-
-    s = session(params)
-    top_k = _count(params, "top_k", 1, s.task)
-    with _tvm_errors("tune_records", s.task):
-        return s.records(top_k)
-
-
-def m_tune_close(params: dict) -> dict:
-    from .session import close_session, session
-
-    s = session(params)
     if not isinstance(params["train"], bool):
         raise WorkerError("bad_params", "train must be a bool", s.task)
     _count(params, "cost_model_max_samples", 1, s.task)
-    with _tvm_errors("tune_close", s.task):
-        return close_session(params)
+    return close_session(params)
+
+
+# The session requests after tune_open: each one call of the open session (session.py),
+# its params checked, TVM's errors named by the method.
+SESSION_REQUESTS = {
+    "tune_seeds": lambda s, p: s.seeds(_traces(p, "seeds", s.task), _count(p, "limit", 0, s.task)),
+    "tune_measure": lambda s, p: s.measure(_ids(p, s.task)),
+    "tune_search": lambda s, p: s.search(_count(p, "count", 1, s.task)),
+    "tune_windows": lambda s, p: s.windows(
+        _ids(p, s.task), _count(p, "repeats", 1, s.task), _count(p, "retries", 0, s.task)
+    ),
+    "tune_records": lambda s, p: s.records(_count(p, "top_k", 1, s.task)),
+    "tune_close": _close,
+}
+
+
+def _session_request(method: str):
+    def handler(params: dict) -> dict:
+        from .session import session
+
+        s = session(params)
+        with _tvm_errors(method, s.task):
+            return SESSION_REQUESTS[method](s, params)
+
+    return handler
 
 
 def m_build(params: dict) -> dict:
@@ -417,12 +392,7 @@ HANDLERS = {
     "sample": m_sample,
     "prepare_tuning": m_prepare_tuning,
     "tune_open": m_tune_open,
-    "tune_seeds": m_tune_seeds,
-    "tune_measure": m_tune_measure,
-    "tune_search": m_tune_search,
-    "tune_windows": m_tune_windows,
-    "tune_records": m_tune_records,
-    "tune_close": m_tune_close,
+    **{m: _session_request(m) for m in SESSION_REQUESTS},
     "build": m_build,
     "build_and_measure": m_build_and_measure,
     "bench": m_bench,
