@@ -130,7 +130,7 @@ def run_tgc(task, trials, per_round, evo, work_dir) -> dict:
     s = session({"session": sid})
     rounds, done = [], 0
     while done < trials:
-        r = s.search(min(per_round, trials - done))
+        r = s.search(min(per_round, trials - done), params["builder_timeout_s"])
         if not r["candidates"]:
             break
         done += len(r["candidates"])

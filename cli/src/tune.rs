@@ -309,6 +309,12 @@ fn summary_table(report: &Report) -> String {
             report.total_failed_runs()
         ));
     }
+    if report.total_builds_killed() > 0 {
+        out.push_str(&format!(
+            "{} builds ran far past the run's others and were killed (failed trials)\n",
+            report.total_builds_killed()
+        ));
+    }
     if !report.skipped.is_empty() {
         out.push_str(&format!(
             "not reached by the run budget (TVM's default schedules): {}\n",

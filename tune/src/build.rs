@@ -831,7 +831,7 @@ fn measure_candidates(
         remeasure_top: 1,
         ..run.config.search.clone()
     };
-    let result = search(&mut run.worker, &job, &settings)?;
+    let result = search(&mut run.worker, &job, &settings, &mut run.builds)?;
     let written = if result.trials > 0 {
         let workload = Workload {
             tvm_hash: lowered.structural_hash,

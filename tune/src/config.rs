@@ -28,8 +28,12 @@ pub struct SearchSettings {
     pub seed: u64,
     /// How a trial is timed.
     pub evaluator: tgc_tvm::Evaluator,
+    /// The most seconds one build may take: the build guard's ceiling.
     pub builder_timeout_s: f64,
     pub runner_timeout_s: f64,
+    /// The build guard ([`crate::rules::BuildGuard`]): once the run has this many builds,
+    /// a build is killed after `factor` times their 90th percentile, at least `floor_s`.
+    pub build_guard: GuardSettings,
     /// Records read back from a task's search for write-back.
     pub top_k: u64,
     /// Of those, re-measured before write-back (0: none, nothing written).
@@ -57,6 +61,11 @@ impl SearchSettings {
         // a build can take minutes on a loaded 2-core machine; TVM's 30 s kills them
         builder_timeout_s: 300.0,
         runner_timeout_s: 60.0,
+        build_guard: GuardSettings {
+            min_builds: 8,
+            factor: 10.0,
+            floor_s: 30.0,
+        },
         top_k: 32,
         remeasure_top: 3,
         remeasure_repeats: 5,
@@ -64,6 +73,14 @@ impl SearchSettings {
         writeback_windows: 3,
         cost_model_max_samples: 4096,
     };
+}
+
+/// The build guard's knobs (see [`SearchSettings::build_guard`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GuardSettings {
+    pub min_builds: usize,
+    pub factor: f64,
+    pub floor_s: f64,
 }
 
 impl Default for SearchSettings {

@@ -165,7 +165,7 @@ fn tune_task(
     let seeds = seeds.into_iter().map(|(seed, _)| seed).collect();
     let job = search_job(run, &task.name, task_json, &plan, seeds);
     let config = run.config;
-    let result = search(&mut run.worker, &job, &config.search)?;
+    let result = search(&mut run.worker, &job, &config.search, &mut run.builds)?;
     warn_of_failures(&task.name, &result, observer);
     let effort = plan.effort(match result.stopped {
         StopReason::ExactHit => Outcome::ExactHit,

@@ -24,6 +24,8 @@ pub struct TaskReport {
     /// re-measurements' included, and the first few messages.
     pub failed_runs: Trials,
     pub run_errors: Vec<String>,
+    /// Trials whose build the build guard killed (`rules::BuildGuard`).
+    pub builds_killed: Trials,
     pub best_s: Option<f64>,
     pub stopped: StopReason,
     /// The median of each window of the exact-hit check (empty: no check ran).
@@ -78,6 +80,7 @@ impl TaskReport {
             trials: result.trials,
             failed_runs: result.failed_runs,
             run_errors: result.run_errors,
+            builds_killed: result.builds_killed,
             best_s: result.best_s,
             stopped: result.stopped,
             exact_windows_s: result.exact_windows_s,
@@ -190,6 +193,11 @@ impl Report {
         self.tasks.iter().map(|r| r.failed_runs).sum()
     }
 
+    /// Builds the build guard killed, over every task.
+    pub fn total_builds_killed(&self) -> u64 {
+        self.tasks.iter().map(|r| r.builds_killed).sum()
+    }
+
     /// `Err` with the worker's account when the tuned model's outputs differ from an
     /// untuned build's.
     pub fn check_outputs(&self) -> Result<(), String> {
@@ -239,6 +247,7 @@ impl Report {
                 "trials": r.trials,
                 "failed_runs": r.failed_runs,
                 "run_errors": r.run_errors,
+                "builds_killed": r.builds_killed,
                 "best_latency_s": r.best_s,
                 "stopped": r.stopped.as_str(),
                 "exact_windows_s": r.exact_windows_s,
@@ -263,6 +272,7 @@ impl Report {
                 "prepare_tuning_s": self.prepare_tuning_s,
                 "trials": self.total_trials(),
                 "failed_runs": self.total_failed_runs(),
+                "builds_killed": self.total_builds_killed(),
                 "tasks_by_tier": self.tasks_by_tier(),
             },
             "end_to_end": self.end_to_end.as_ref().map_or(Value::Null, |m| json!(m)),

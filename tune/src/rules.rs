@@ -1,8 +1,9 @@
 //! The decisions of a task's search, each one function over what was measured: whether an
 //! exact hit holds ([`exact_hit_step`]), how many candidates the next search round measures
 //! or why the search stops ([`next_round`]), and what is re-measured before write-back
-//! ([`remeasure_choice`], [`writeback_extension`]). [`crate::search`] carries them out
-//! through the worker, which measures and decides nothing.
+//! ([`remeasure_choice`], [`writeback_extension`]), and how long a build may take
+//! ([`BuildGuard`]). [`crate::search`] carries them out through the worker, which measures
+//! and decides nothing.
 //!
 //! The other rules of a run live with the data they read: the seed plan (which seeds, the
 //! budget, whether an exact hit may end the task or resumes its search:
@@ -24,6 +25,7 @@
 //! 1 + tolerance. A schedule that lost ground of its own (a changed library, another
 //! machine behind the same target) moves apart from its control, and the search runs.
 
+use crate::config::GuardSettings;
 use serde::Serialize;
 
 /// Why a task's search ended.
@@ -318,6 +320,66 @@ pub fn trains_cost_model(stopped: StopReason) -> bool {
     stopped != StopReason::ExactHit
 }
 
+// ---- builds -------------------------------------------------------------------------------
+
+/// The build guard: how long the next build may take, from the builds the run has seen. A
+/// candidate whose build runs far past the run's usual builds is killed and recorded as a
+/// failed trial (the cost model does not learn from it) instead of holding its batch, and
+/// with it the whole run, until the builder's timeout: one such build of a stem
+/// convolution once took 317 s of a 766 s run. Until the run has `min_builds` builds, the
+/// timeout is the ceiling (the builder's timeout); then `factor` times their 90th
+/// percentile, at least `floor_s`, at most the ceiling. A killed build adds nothing to the
+/// observations, so a run of them cannot raise the bar.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BuildGuard {
+    settings: GuardSettings,
+    ceiling_s: f64,
+    /// Seconds of each successful build, in the build's own process.
+    seconds: Vec<f64>,
+    /// Builds killed at a timeout below the ceiling.
+    killed: u64,
+}
+
+impl BuildGuard {
+    pub fn new(settings: GuardSettings, ceiling_s: f64) -> BuildGuard {
+        BuildGuard {
+            settings,
+            ceiling_s,
+            seconds: Vec::new(),
+            killed: 0,
+        }
+    }
+
+    /// The timeout of the next builds.
+    pub fn timeout_s(&self) -> f64 {
+        let g = self.settings;
+        if self.seconds.len() < g.min_builds.max(1) {
+            return self.ceiling_s;
+        }
+        let mut v = self.seconds.clone();
+        v.sort_by(f64::total_cmp);
+        let p90 = v[((v.len() - 1) as f64 * 0.9).round() as usize];
+        (g.factor * p90).max(g.floor_s).min(self.ceiling_s)
+    }
+
+    /// A batch built with `timeout_s`: each candidate's build seconds (`None`: it failed)
+    /// and whether it timed out.
+    pub fn observe(&mut self, timeout_s: f64, builds: impl IntoIterator<Item = (Option<f64>, bool)>) {
+        for (secs, timed_out) in builds {
+            match secs {
+                Some(s) if s.is_finite() && s >= 0.0 => self.seconds.push(s),
+                _ if timed_out && timeout_s < self.ceiling_s => self.killed += 1,
+                _ => {}
+            }
+        }
+    }
+
+    /// Builds the guard killed so far (at a timeout below the builder's own).
+    pub fn killed(&self) -> u64 {
+        self.killed
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -597,5 +659,42 @@ mod tests {
         assert_eq!(mean(&[1.0, 3.0, 1e10]), 2.0);
         assert!((spread(&[1.0, 2.0, 3.0]) - 1.0).abs() < 1e-12);
         assert_eq!(spread(&[2.0]), 0.0);
+    }
+
+    #[test]
+    fn the_build_guard_follows_the_runs_own_builds() {
+        let settings = GuardSettings {
+            min_builds: 4,
+            factor: 10.0,
+            floor_s: 30.0,
+        };
+        let mut g = BuildGuard::new(settings, 300.0);
+        let built = |s: &[f64]| s.iter().map(|&x| (Some(x), false)).collect::<Vec<_>>();
+        // too few builds yet: the builder's own timeout
+        g.observe(300.0, built(&[1.0, 2.0, 3.0]));
+        assert_eq!(g.timeout_s(), 300.0);
+        // ten times the 90th percentile, at least the floor
+        g.observe(300.0, built(&[1.0, 1.0, 2.0, 1.5, 2.0, 1.0, 2.5]));
+        assert_eq!(g.timeout_s(), 30.0);
+        g.observe(300.0, built(&[6.0; 10]));
+        assert_eq!(g.timeout_s(), 60.0);
+        // at most the ceiling
+        g.observe(300.0, built(&[50.0; 40]));
+        assert_eq!(g.timeout_s(), 300.0);
+        assert_eq!(g.killed(), 0);
+
+        // a killed build: counted below the ceiling, never an observation; a failed build
+        // that did not time out is neither
+        let mut g = BuildGuard::new(settings, 300.0);
+        g.observe(300.0, built(&[2.0; 8]));
+        let t = g.timeout_s();
+        assert_eq!(t, 30.0);
+        g.observe(t, vec![(None, true), (None, true), (None, false), (Some(2.0), false)]);
+        assert_eq!((g.killed(), g.timeout_s()), (2, 30.0));
+        g.observe(300.0, vec![(None, true)]);
+        assert_eq!(g.killed(), 2, "a timeout at the ceiling is the builder's, not the guard's");
+        // a slow but not pathological run keeps its builds: the bar follows them
+        g.observe(t, built(&[20.0; 40]));
+        assert_eq!(g.timeout_s(), 200.0);
     }
 }

@@ -4,6 +4,7 @@
 //! then planning the model, lowering and re-planning a task, reading its seeds, writing
 //! its records back, and building the whole model.
 
+use crate::rules::BuildGuard;
 use crate::config::{CostModel, TuneConfig};
 use crate::error::{task_error, TuneError};
 use crate::observer::Observer;
@@ -72,6 +73,8 @@ pub(crate) struct Run<'a> {
     pub(crate) cache_writes_refused: bool,
     /// With `--rpc`: what the tracker offered under the key when the run started.
     pub(crate) rpc_devices: Option<RpcDevices>,
+    /// How long a build may take, from the run's builds so far.
+    pub(crate) builds: BuildGuard,
 }
 
 impl<'a> Run<'a> {
@@ -125,6 +128,10 @@ impl<'a> Run<'a> {
             work_dir,
             cache_writes_refused: config.cache_read_only,
             rpc_devices,
+            builds: BuildGuard::new(
+                config.search.build_guard,
+                config.search.builder_timeout_s,
+            ),
         };
         if let Some(location) = run.location.clone() {
             run.open_cache(&location, &spelled, cache_use, observer)?;

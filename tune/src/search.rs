@@ -7,14 +7,15 @@
 
 use crate::config::SearchSettings;
 use crate::rules::{
-    self, ExactControl, HitCheck, HitStep, SearchLimits, SearchProgress, StopReason,
+    self, BuildGuard, ExactControl, HitCheck, HitStep, SearchLimits, SearchProgress, StopReason,
 };
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 use tgc_tvm::{
-    BridgeError, CandidateId, Measurement, ReplayMode, Seed, Trials, TuneOpen, TuneOpened, Worker,
+    BridgeError, CandidateId, Measurement, ReplayMode, Seed, Trials, TuneMeasured, TuneOpen,
+    TuneOpened, Worker,
 };
 
 /// The timing settings a task was measured with, as the report gives them.
@@ -105,6 +106,8 @@ pub struct SearchOutcome {
     pub runner: RunnerSettings,
     pub failed_runs: Trials,
     pub run_errors: Vec<String>,
+    /// Trials whose build the build guard killed ([`rules::BuildGuard`]).
+    pub builds_killed: Trials,
     pub cost_model: CostModelReport,
     pub wall_s: f64,
 }
@@ -121,13 +124,14 @@ pub struct SearchJob {
     pub seeds_only: bool,
 }
 
-/// Runs a task's search (see the module docs).
+/// Runs a task's search (see the module docs), its builds under the run's `guard`.
 pub fn search(
     worker: &mut Worker,
     job: &SearchJob,
     settings: &SearchSettings,
+    guard: &mut BuildGuard,
 ) -> Result<SearchOutcome, BridgeError> {
-    let mut s = TaskSearch::open(worker, job, settings)?;
+    let mut s = TaskSearch::open(worker, job, settings, guard)?;
     let stopped = match s.seeds()? {
         Some(reason) => reason,
         None if job.seeds_only => StopReason::Budget,
@@ -142,6 +146,9 @@ struct TaskSearch<'a> {
     worker: &'a mut Worker,
     job: &'a SearchJob,
     settings: &'a SearchSettings,
+    guard: &'a mut BuildGuard,
+    /// The guard's kills when the task started.
+    killed_before: Trials,
     task: Option<String>,
     opened: TuneOpened,
     t0: Instant,
@@ -164,6 +171,7 @@ impl<'a> TaskSearch<'a> {
         worker: &'a mut Worker,
         job: &'a SearchJob,
         settings: &'a SearchSettings,
+        guard: &'a mut BuildGuard,
     ) -> Result<TaskSearch<'a>, BridgeError> {
         let t0 = Instant::now();
         let opened = worker.tune_open(&job.open)?;
@@ -171,6 +179,8 @@ impl<'a> TaskSearch<'a> {
             worker,
             job,
             settings,
+            killed_before: guard.killed(),
+            guard,
             task: job.open.task["name"].as_str().map(str::to_string),
             opened,
             t0,
@@ -235,9 +245,7 @@ impl<'a> TaskSearch<'a> {
         if first.is_empty() {
             return Ok(None);
         }
-        let m = self
-            .worker
-            .tune_measure(self.sid(), &first, self.task.as_deref())?;
+        let m = self.measure(&first)?;
         self.batch(
             &m.results,
             replayed.seconds,
@@ -259,9 +267,7 @@ impl<'a> TaskSearch<'a> {
             }
         }
         if !rest.is_empty() {
-            let m = self
-                .worker
-                .tune_measure(self.sid(), &rest, self.task.as_deref())?;
+            let m = self.measure(&rest)?;
             self.batch(&m.results, 0.0, m.build_s, m.run_s, m.trained_s);
         }
         Ok(None)
@@ -330,9 +336,11 @@ impl<'a> TaskSearch<'a> {
                 Ok(n) => n,
                 Err(reason) => return Ok(reason),
             };
+            let timeout_s = self.guard.timeout_s();
             let r = self
                 .worker
-                .tune_search(self.sid(), count, self.task.as_deref())?;
+                .tune_search(self.sid(), count, timeout_s, self.task.as_deref())?;
+            self.observe_builds(timeout_s, &r.results);
             if r.candidates.is_empty() {
                 self.trained_last(r.trained_s);
                 return Ok(StopReason::Exhausted);
@@ -345,6 +353,24 @@ impl<'a> TaskSearch<'a> {
                 self.progress.stale_rounds + 1
             };
         }
+    }
+
+    /// One batch of trials of `candidates`, under the build guard.
+    fn measure(&mut self, candidates: &[CandidateId]) -> Result<TuneMeasured, BridgeError> {
+        let timeout_s = self.guard.timeout_s();
+        let m = self
+            .worker
+            .tune_measure(self.sid(), candidates, timeout_s, self.task.as_deref())?;
+        self.observe_builds(timeout_s, &m.results);
+        Ok(m)
+    }
+
+    /// The builds of a batch built with `timeout_s`, to the build guard.
+    fn observe_builds(&mut self, timeout_s: f64, results: &[Measurement]) {
+        self.guard.observe(
+            timeout_s,
+            results.iter().map(|m| (m.build_s, m.build_timed_out())),
+        );
     }
 
     /// A measured batch into the account; `trained_s`, the cost model's update with the
@@ -534,6 +560,7 @@ impl<'a> TaskSearch<'a> {
             },
             failed_runs: closed.failed_runs,
             run_errors: closed.run_errors,
+            builds_killed: self.guard.killed() - self.killed_before,
             cost_model: CostModelReport {
                 warm_samples: self.opened.cost_model_warm_samples,
                 saved_samples: closed.saved_samples,

@@ -24,7 +24,7 @@ use std::path::PathBuf;
 /// 11: `tune` is gone: the worker measures, the driver decides. A task's search is a
 /// session (`tune_open`, `tune_seeds`, `tune_measure`, `tune_search`, `tune_windows`,
 /// `tune_records`, `tune_close`) whose every knob the client sends.
-pub const PROTOCOL: u64 = 11;
+pub const PROTOCOL: u64 = 12;
 
 /// Trials: measured candidates. One type for every count of them.
 pub type Trials = u64;
@@ -439,6 +439,9 @@ pub struct SeedReplay {
 pub struct TuneMeasure {
     pub session: u64,
     pub candidates: Vec<CandidateId>,
+    /// Each build is killed after this many seconds (at most the session's
+    /// `builder_timeout_s`) and its candidate fails.
+    pub build_timeout_s: f64,
 }
 
 /// One measurement: a trial's runs, or a window's.
@@ -450,6 +453,21 @@ pub struct Measurement {
     pub run_secs: Option<Vec<f64>>,
     #[serde(deserialize_with = "nullable")]
     pub error: Option<String>,
+    /// Seconds of its build, in the build's own process; `null`: it failed, or (a window)
+    /// it was built for an earlier request.
+    #[serde(deserialize_with = "nullable")]
+    pub build_s: Option<f64>,
+}
+
+impl Measurement {
+    /// Whether its build was killed at the build timeout (the builder's message).
+    pub fn build_timed_out(&self) -> bool {
+        self.run_secs.is_none()
+            && self
+                .error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("TrialBuilder: Timeout"))
+    }
 }
 
 /// `tune_measure`'s result.
@@ -470,6 +488,8 @@ pub struct TuneSearch {
     pub session: u64,
     /// The most candidates measured.
     pub count: Trials,
+    /// As [`TuneMeasure::build_timeout_s`].
+    pub build_timeout_s: f64,
 }
 
 /// `tune_search`'s result; no candidates: the search has none left.
@@ -816,11 +836,16 @@ mod tests {
         assert!(s.seeds[1].duplicate);
         assert_eq!(s.seeds[2].candidate, None);
         let m: TuneSearched = decode(json!({"candidates": [4, 5],
-            "results": [{"run_secs": [1e-4, 2e-4], "error": null},
-                        {"run_secs": null, "error": "TrialBuilder: Timeout"}],
+            "results": [{"run_secs": [1e-4, 2e-4], "error": null, "build_s": 1.2},
+                        {"run_secs": null, "error": "TrialBuilder: Timeout, killed after 30 seconds",
+                         "build_s": null}],
             "search_s": 1.0, "build_s": 2.0, "run_s": 0.5, "trained_s": 0.1}))
         .unwrap();
         assert_eq!(m.results[1].run_secs, None);
+        assert_eq!(
+            m.results.iter().map(|r| (r.build_s, r.build_timed_out())).collect::<Vec<_>>(),
+            [(Some(1.2), false), (None, true)]
+        );
         let r: TuneRecorded = decode(json!({"records": [
             {"candidate": 4, "trace": [[], []], "run_secs": [1e-4]}]}))
         .unwrap();
@@ -910,7 +935,7 @@ mod tests {
         assert!(seed(json!("fuzzy"))
             .unwrap_err()
             .contains("unknown variant `fuzzy`"));
-        let measured = json!({"results": [{"run_secs": [1e-4]}], "build_s": 0.0, "run_s": 0.0,
+        let measured = json!({"results": [{"run_secs": [1e-4], "build_s": 0.1}], "build_s": 0.0, "run_s": 0.0,
                               "trained_s": 0.0});
         assert!(decode::<TuneMeasured>(measured)
             .unwrap_err()

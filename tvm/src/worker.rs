@@ -410,11 +410,13 @@ impl Worker {
         &mut self,
         session: u64,
         candidates: &[CandidateId],
+        build_timeout_s: f64,
         task: Option<&str>,
     ) -> Result<TuneMeasured, BridgeError> {
         let request = TuneMeasure {
             session,
             candidates: candidates.to_vec(),
+            build_timeout_s,
         };
         self.request("tune_measure", &request, task)
     }
@@ -424,9 +426,15 @@ impl Worker {
         &mut self,
         session: u64,
         count: Trials,
+        build_timeout_s: f64,
         task: Option<&str>,
     ) -> Result<TuneSearched, BridgeError> {
-        self.request("tune_search", &TuneSearch { session, count }, task)
+        let request = TuneSearch {
+            session,
+            count,
+            build_timeout_s,
+        };
+        self.request("tune_search", &request, task)
     }
 
     /// `tune_windows`: a window of `repeats` fresh runs of each candidate, in order.
@@ -811,15 +819,23 @@ mod tests {
         assert_eq!(opened.structural_hash, lowered.structural_hash);
         let sid = opened.session;
         let raw = w
-            .call("tune_search", json!({"session": sid, "count": 4}), None)
+            .call("tune_search", json!({"session": sid, "count": 4, "build_timeout_s": 60.0}), None)
             .unwrap();
         assert_strict::<TuneSearched>("tune_search", &raw, &["results", "0", "error"]);
+        assert_strict::<TuneSearched>("tune_search", &raw, &["results", "0", "build_s"]);
         let round: TuneSearched = decode_result("tune_search", raw, None).unwrap();
         assert!(
             !round.candidates.is_empty() && round.candidates.len() <= 4,
             "{round:?}"
         );
         assert_eq!(round.results.len(), round.candidates.len());
+        assert!(
+            round
+                .results
+                .iter()
+                .all(|m| m.build_s.is_some_and(|b| b > 0.0 && b <= round.build_s)),
+            "each trial's build is timed in its own process: {round:?}"
+        );
         let records = w.tune_records(sid, 4, None).expect("tune_records");
         assert!(!records.records.is_empty());
         assert!(
@@ -863,7 +879,7 @@ mod tests {
             .iter()
             .all(|r| r.mode == Some(ReplayMode::Exact) && !r.duplicate));
         let first = replayed.seeds[0].candidate.unwrap();
-        let measured = w.tune_measure(sid, &[first], None).expect("tune_measure");
+        let measured = w.tune_measure(sid, &[first], 60.0, None).expect("tune_measure");
         assert!(measured.results[0].run_secs.is_some(), "{measured:?}");
         w.tune_close(sid, false, 64, None).expect("tune_close");
 
@@ -990,10 +1006,12 @@ mod agreement {
         let measure = TuneMeasure {
             session: 1,
             candidates: vec![0],
+            build_timeout_s: 1.0,
         };
         let search = TuneSearch {
             session: 1,
             count: 1,
+            build_timeout_s: 1.0,
         };
         let windows = TuneWindows {
             session: 1,

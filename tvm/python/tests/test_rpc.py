@@ -87,7 +87,7 @@ class TestRpc(unittest.TestCase):
 
         s = self.open(matmul_task("rpc_a", m=16, k=32, n=16), rpc=self.rpc())
         self.assertIsNone(s.opened()["threads"], "the device's server chooses its threads")
-        r = s.search(6)
+        r = s.search(6, 300.0)
         self.assertEqual(len(r["results"]), 6)
         self.assertTrue(all(m["run_secs"] for m in r["results"]), r)
         self.assertGreater(r["run_s"], 0)

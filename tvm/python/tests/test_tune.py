@@ -56,7 +56,7 @@ class TestTune(unittest.TestCase):
         self.assertEqual(opened["threads"], w.call("hello")["runtime_threads"])
         self.assertEqual(opened["structural_hash"], w.call("lower", {"task": task, "target": LLVM})["structural_hash"])
         sid = opened["session"]
-        r = w.call("tune_search", {"session": sid, "count": 8})
+        r = w.call("tune_search", {"session": sid, "count": 8, "build_timeout_s": 300.0})
         self.assertEqual(len(r["candidates"]), 8, r)
         self.assertEqual(len(set(r["candidates"])), 8)
         self.assertTrue(all(m["run_secs"] and m["error"] is None for m in r["results"]), r)
@@ -64,7 +64,7 @@ class TestTune(unittest.TestCase):
             self.assertGreater(r[k], 0, k)
         self.assertEqual(r["trained_s"], 0.0, "nothing measured before")
         # the next round first trains the cost model on the first
-        r2 = w.call("tune_search", {"session": sid, "count": 4})
+        r2 = w.call("tune_search", {"session": sid, "count": 4, "build_timeout_s": 300.0})
         self.assertEqual(len(r2["candidates"]), 4)
         self.assertGreater(r2["trained_s"], 0)
         self.assertFalse(set(r["candidates"]) & set(r2["candidates"]), "new candidates")
@@ -93,7 +93,7 @@ class TestTune(unittest.TestCase):
         seeded = w.call("tune_seeds", {"session": sid, "seeds": traces, "limit": 8})
         self.assertEqual([(s["mode"], s["duplicate"], s["error"]) for s in seeded["seeds"]], [("exact", False, None)] * 4)
         ids = [s["candidate"] for s in seeded["seeds"]]
-        m = w.call("tune_measure", {"session": sid, "candidates": ids[:1]})
+        m = w.call("tune_measure", {"session": sid, "candidates": ids[:1], "build_timeout_s": 300.0})
         self.assertEqual(len(m["results"]), 1)
         self.assertTrue(m["results"][0]["run_secs"])
         ws = w.call("tune_windows", {"session": sid, "candidates": ids[:1], "repeats": 3, "retries": 0})
@@ -124,11 +124,11 @@ class TestTune(unittest.TestCase):
         r = w.call("tune_seeds", {"session": sid, "seeds": seeds, "limit": 2})
         self.assertEqual(len(r["seeds"]), 2)
         # a measured batch of seeds: one result each, the build and run timed
-        m = w.call("tune_measure", {"session": sid, "candidates": [s["candidate"] for s in r["seeds"]]})
+        m = w.call("tune_measure", {"session": sid, "candidates": [s["candidate"] for s in r["seeds"]], "build_timeout_s": 300.0})
         self.assertEqual(len(m["results"]), 2)
         self.assertTrue(m["build_s"] > 0 and m["run_s"] > 0, m)
         # the search continues from them: its candidates are new ones
-        s = w.call("tune_search", {"session": sid, "count": 4})
+        s = w.call("tune_search", {"session": sid, "count": 4, "build_timeout_s": 300.0})
         self.assertTrue(s["candidates"] and not set(s["candidates"]) & {x["candidate"] for x in r["seeds"]})
         w.call("tune_close", {"session": sid, "train": True, "cost_model_max_samples": 4096})
 
@@ -141,7 +141,7 @@ class TestTune(unittest.TestCase):
             sid = opened["session"]
             trials = 0
             for n in rounds:
-                trials += len(w.call("tune_search", {"session": sid, "count": n})["candidates"])
+                trials += len(w.call("tune_search", {"session": sid, "count": n, "build_timeout_s": 300.0})["candidates"])
             closed = w.call("tune_close", {"session": sid, "train": train, "cost_model_max_samples": max_samples})
             return opened, closed, trials
 
@@ -177,9 +177,11 @@ class TestTune(unittest.TestCase):
         self.assertIn("cost_model_file", resp["error"]["message"])
         sid = self.open(matmul_task("mm_f", m=8, k=8, n=8))["session"]
         for method, params, needle in (
-            ("tune_search", {"session": sid + 1, "count": 1}, "is not open"),
-            ("tune_search", {"session": sid, "count": 0}, "count must be an int of at least 1"),
-            ("tune_measure", {"session": sid, "candidates": [7]}, "no candidate 7"),
+            ("tune_search", {"session": sid + 1, "count": 1, "build_timeout_s": 300.0}, "is not open"),
+            ("tune_search", {"session": sid, "count": 0, "build_timeout_s": 300.0}, "count must be an int of at least 1"),
+            ("tune_measure", {"session": sid, "candidates": [7], "build_timeout_s": 300.0}, "no candidate 7"),
+            ("tune_measure", {"session": sid, "candidates": [], "build_timeout_s": 0}, "build_timeout_s must be a positive number"),
+            ("tune_search", {"session": sid, "count": 1, "build_timeout_s": "60"}, "build_timeout_s must be a positive number"),
             ("tune_windows", {"session": sid, "candidates": ["a"], "repeats": 1, "retries": 0}, "candidate ids"),
             ("tune_close", {"session": sid, "train": 1, "cost_model_max_samples": 1}, "train must be a bool"),
         ):

@@ -54,7 +54,7 @@ class TestTunePool(unittest.TestCase):
         from tgc_worker import pool
 
         s = self.open(matmul_task("pool_a", m=16, k=32, n=16))
-        first = [s.search(4), s.search(4)]
+        first = [s.search(4, 300.0), s.search(4, 300.0)]
         s.close(True, 64)
         builder, runner = pool._BUILDER, pool._RUNNER
         executor, run_executor = builder.pool, runner.pool
@@ -62,7 +62,7 @@ class TestTunePool(unittest.TestCase):
         self.assertTrue(pids and run_pids)
         builds, started = builder.builds, (builder.pools_started, runner.pools_started)
         s = self.open(matmul_task("pool_b", m=32, k=16, n=16))
-        second = [s.search(4)]
+        second = [s.search(4, 300.0)]
         recs = s.records(8)["records"]
         s.windows([recs[0]["candidate"]], 3, 0)
         s.close(True, 64)
@@ -81,19 +81,37 @@ class TestTunePool(unittest.TestCase):
             self.assertGreater(r["run_s"], 0)
             self.assertEqual(len(r["results"]), len(r["candidates"]))
 
-    def test_a_failed_build_is_a_failed_trial_the_cost_model_does_not_learn(self):
-        """Builds past the timeout: each candidate's result names the timeout, the database
-        keeps no valid record of them, and the cost model's update leaves them out (as
-        MetaSchedule's UpdateCostModel does)."""
-        s = self.open(matmul_task("pool_h", m=16, k=16, n=16), builder_timeout_s=0.01)
-        r = s.search(2)
+    def test_a_build_past_the_guards_timeout_is_a_failed_trial_the_cost_model_does_not_learn(self):
+        """The build guard's timeout, per request and below the session's: each build past it
+        is killed, its result names the timeout and has no build seconds, the database keeps
+        no valid record of it, and the cost model's update leaves it out (as MetaSchedule's
+        UpdateCostModel does). The next request with a longer timeout builds as usual, in the
+        same pool, each build timed in its own process."""
+        from tgc_worker import pool
+
+        s = self.open(matmul_task("pool_h", m=16, k=16, n=16), builder_timeout_s=300.0)
+        r = s.search(2, 0.01)
         self.assertEqual(len(r["results"]), 2)
         for m in r["results"]:
             self.assertIsNone(m["run_secs"])
-            self.assertIn("Timeout", m["error"])
+            self.assertIsNone(m["build_s"])
+            self.assertEqual(m["error"], "TrialBuilder: Timeout, killed after 0.01 seconds")
         self.assertEqual(s.records(8)["records"], [])
-        self.assertEqual([len(c) for c, _ in s.untrained], [0])
+        self.assertEqual(s.untrained[-1], ([], []))
+        started = pool._BUILDER.pools_started
+        r = s.search(2, 300.0)
+        self.assertEqual(len(r["results"]), 2)
+        for m in r["results"]:
+            self.assertIsNotNone(m["run_secs"], m)
+            self.assertTrue(0 < m["build_s"] <= r["build_s"], (m, r["build_s"]))
+        self.assertEqual(pool._BUILDER.pools_started, started)
+        self.assertEqual(len(s.records(8)["records"]), 2)
         s.close(True, 64)
+        # a timeout above the session's is the session's
+        s = self.open(matmul_task("pool_i", m=8, k=8, n=8), builder_timeout_s=0.01)
+        r = s.search(1, 300.0)
+        self.assertEqual(r["results"][0]["error"], "TrialBuilder: Timeout, killed after 0.01 seconds")
+        s.close(False, 64)
 
     def test_builder_recycles_processes_and_errors_are_failed_candidates(self):
         import tvm

@@ -8,7 +8,8 @@ scheduling), so this does the same build without that import.
 
 `build_and_export` is what `pool.TrialBuilder` sends to its persistent processes: build,
 then export as MetaSchedule's default_export does (a tar in a fresh temporary directory,
-which the runner side removes after measuring).
+which the runner side removes after measuring), timed in the build's own process (the
+seconds a build guard compares, without the pool's queueing).
 """
 
 
@@ -31,7 +32,11 @@ def export(rt_mod) -> str:
     return path
 
 
-def build_and_export(args) -> str:
-    """`args`: (mod, target, params). Returns the artifact path."""
+def build_and_export(args) -> tuple[str, float]:
+    """`args`: (mod, target, params). Returns the artifact path and the seconds it took."""
+    import time
+
+    t0 = time.perf_counter()
     mod, target, params = args
-    return export(build(mod, target, params))
+    path = export(build(mod, target, params))
+    return path, time.perf_counter() - t0

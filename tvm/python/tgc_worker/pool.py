@@ -118,13 +118,13 @@ class TrialBuilder(PyBuilder, _PersistentPool):
     """A PyBuilder over a persistent PopenPoolExecutor running `build_worker.build_and_export`.
 
     `seconds` accumulates the wall time spent in `build` (a session reads deltas of it
-    per round); `builds` counts the inputs built.
+    per round); `builds` counts the inputs built. `build_timed` also gives each build's own
+    seconds and takes a timeout for that call (a build guard's, below the pool's).
     """
 
-    def __init__(self, max_workers: int, timeout_sec: float, builds_per_process: int = BUILDS_PER_PROCESS, f_build=None):
+    def __init__(self, max_workers: int, timeout_sec: float, builds_per_process: int = BUILDS_PER_PROCESS):
         super().__init__()
         self._setup_pool(max_workers, timeout_sec, builds_per_process)
-        self.f_build = f_build or build_worker.build_and_export
         self.seconds = 0.0
         self.builds = 0
 
@@ -136,36 +136,46 @@ class TrialBuilder(PyBuilder, _PersistentPool):
                 self.workers, self.timeout_sec = max_workers, timeout_sec
 
     def build(self, build_inputs: list[BuilderInput]) -> list[BuilderResult]:
+        return self.build_timed(build_inputs)[0]
+
+    def build_timed(
+        self, build_inputs: list[BuilderInput], timeout_sec: float | None = None
+    ) -> tuple[list[BuilderResult], list[float | None]]:
+        """Build each input, killing a build after `timeout_sec` (None: the pool's timeout;
+        at most the pool's). Returns the results and each build's seconds (None: it failed)."""
         t0 = time.perf_counter()
         with self._lock:
             try:
-                return self._build(build_inputs)
+                return self._build(build_inputs, timeout_sec)
             finally:
                 self.seconds += time.perf_counter() - t0
                 self.builds += len(build_inputs)
 
-    def _build(self, build_inputs):
+    def _build(self, build_inputs, timeout_sec):
         args = [(x.mod, x.target, None) for x in build_inputs]
+        limit = self.timeout_sec if timeout_sec is None else min(timeout_sec, self.timeout_sec)
         try:
             pool = self._ensure_pool()
-            outcomes = list(pool.map_with_error_catching(self.f_build, args))
+            # PopenPoolExecutor reads its timeout as each job is sent to a process
+            pool._timeout = limit  # noqa: SLF001 - no public setter
+            outcomes = list(pool.map_with_error_catching(build_worker.build_and_export, args))
         except Exception as e:  # noqa: BLE001 - a broken pool fails the batch, not the worker
             self._drop_pool()
             msg = f"TrialBuilder: the build pool failed: {type(e).__name__}: {e}"
-            return [BuilderResult(None, msg) for _ in build_inputs]
-        results = []
+            return [BuilderResult(None, msg) for _ in build_inputs], [None] * len(build_inputs)
+        results, seconds = [], []
         for r in outcomes:
             if r.status == StatusKind.COMPLETE:
-                results.append(BuilderResult(r.value, None))
-            elif r.status == StatusKind.TIMEOUT:
-                results.append(
-                    BuilderResult(None, f"TrialBuilder: Timeout, killed after {self.timeout_sec} seconds")
-                )
+                path, secs = r.value
+                results.append(BuilderResult(path, None))
+                seconds.append(secs)
+                continue
+            seconds.append(None)
+            if r.status == StatusKind.TIMEOUT:
+                results.append(BuilderResult(None, f"TrialBuilder: Timeout, killed after {limit:g} seconds"))
             else:
-                results.append(
-                    BuilderResult(None, f"TrialBuilder: An exception occurred\n{r.value}")
-                )
-        return results
+                results.append(BuilderResult(None, f"TrialBuilder: An exception occurred\n{r.value}"))
+        return results, seconds
 
 
 class _MeasuringPool(_PersistentPool):
@@ -421,7 +431,7 @@ def build_and_measure_mods(builder: TrialBuilder, runner: TrialRunner, mods_and_
     """Build each (mod, args_info) and measure it with `evaluator`; the artifacts are removed.
 
     Returns [(run_secs or None, error or None)]."""
-    out, inputs, where = build_mods(builder, mods_and_args, target)
+    out, inputs, where, _ = build_mods(builder, mods_and_args, target)
     try:
         for i, res in zip(where, runner.measure(inputs, evaluator)):
             out[i] = res
@@ -430,14 +440,17 @@ def build_and_measure_mods(builder: TrialBuilder, runner: TrialRunner, mods_and_
     return out
 
 
-def build_mods(builder, mods_and_args, target):
-    """Build each (mod, args_info) for `target`: ([(None, build error)] or [None] per item,
-    the RunnerInputs of the built ones, their item indices). The caller removes the
-    artifacts (remove_artifacts)."""
+def build_mods(builder, mods_and_args, target, timeout_sec=None):
+    """Build each (mod, args_info) for `target`, each build killed after `timeout_sec` (None:
+    the builder's timeout): ([(None, build error)] or [None] per item, the RunnerInputs of
+    the built ones, their item indices, each item's build seconds or None). The caller
+    removes the artifacts (remove_artifacts)."""
     from tvm.runtime import Device
 
     device_type = Device._DEVICE_TYPE_TO_NAME[target.get_target_device_type()]  # noqa: SLF001
-    built = builder.build([BuilderInput(mod, target) for mod, _ in mods_and_args])
+    built, seconds = builder.build_timed(
+        [BuilderInput(mod, target) for mod, _ in mods_and_args], timeout_sec
+    )
     out: list = [None] * len(built)
     inputs, where = [], []
     for i, (b, (_, args_info)) in enumerate(zip(built, mods_and_args)):
@@ -446,7 +459,7 @@ def build_mods(builder, mods_and_args, target):
         else:
             inputs.append(RunnerInput(b.artifact_path, device_type, args_info))
             where.append(i)
-    return out, inputs, where
+    return out, inputs, where, seconds
 
 
 def remove_artifacts(inputs) -> None:

@@ -64,8 +64,8 @@ PARAMS = {
         (),
     ),
     "tune_seeds": (("session", "seeds", "limit"), ()),
-    "tune_measure": (("session", "candidates"), ()),
-    "tune_search": (("session", "count"), ()),
+    "tune_measure": (("session", "candidates", "build_timeout_s"), ()),
+    "tune_search": (("session", "count", "build_timeout_s"), ()),
     "tune_windows": (("session", "candidates", "repeats", "retries"), ()),
     "tune_records": (("session", "top_k"), ()),
     "tune_close": (("session", "train", "cost_model_max_samples"), ()),
@@ -311,6 +311,12 @@ def _count(params: dict, name: str, lo: int, task: str | None) -> int:
     return v
 
 
+def _seconds(params: dict, name: str, task: str | None) -> float:
+    from .session import _seconds as seconds
+
+    return seconds(params, name, task)
+
+
 def _ids(params: dict, task: str | None) -> list:
     ids = params["candidates"]
     if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
@@ -339,8 +345,10 @@ def _close(s, params: dict) -> dict:
 # its params checked, TVM's errors named by the method.
 SESSION_REQUESTS = {
     "tune_seeds": lambda s, p: s.seeds(_traces(p, "seeds", s.task), _count(p, "limit", 0, s.task)),
-    "tune_measure": lambda s, p: s.measure(_ids(p, s.task)),
-    "tune_search": lambda s, p: s.search(_count(p, "count", 1, s.task)),
+    "tune_measure": lambda s, p: s.measure(_ids(p, s.task), _seconds(p, "build_timeout_s", s.task)),
+    "tune_search": lambda s, p: s.search(
+        _count(p, "count", 1, s.task), _seconds(p, "build_timeout_s", s.task)
+    ),
     "tune_windows": lambda s, p: s.windows(
         _ids(p, s.task), _count(p, "repeats", 1, s.task), _count(p, "retries", 0, s.task)
     ),

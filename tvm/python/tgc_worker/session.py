@@ -224,19 +224,21 @@ class Session:
             out.append({"candidate": cid, "mode": res.mode, "error": None, "duplicate": False})
         return {"seeds": out, "seconds": round(time.perf_counter() - t0, 4)}
 
-    def measure(self, ids: list) -> dict:
-        """One batch of trials: the candidates `ids` (seeds, as a rule)."""
+    def measure(self, ids: list, build_timeout_s: float) -> dict:
+        """One batch of trials: the candidates `ids` (seeds, as a rule), each build killed
+        after `build_timeout_s` (a failed trial)."""
         cands = [self.candidate(i) for i in ids]
         for c in cands:
             if c.sch is None:
                 raise WorkerError("bad_params", f"candidate {self.by_key[c.key]} is a record, not a schedule to measure as a trial", self.task)
         trained_s = self._train()
-        results, build_s, run_s = self._trials([self._measure_candidate(c) for c in cands])
+        results, build_s, run_s = self._trials([self._measure_candidate(c) for c in cands], build_timeout_s)
         return {"results": results, "build_s": build_s, "run_s": run_s, "trained_s": trained_s}
 
-    def search(self, count: int) -> dict:
+    def search(self, count: int, build_timeout_s: float) -> dict:
         """One round of the evolutionary search: its next candidates, at most `count` of them,
-        measured as trials. No candidates: the search has none left (`exhausted`)."""
+        measured as trials (each build killed after `build_timeout_s`). No candidates: the
+        search has none left (`exhausted`)."""
         trained_s = self._train()
         t0 = time.perf_counter()
         generated = self.ctx.generate_measure_candidates()
@@ -245,18 +247,19 @@ class Session:
             return {"candidates": [], "results": [], "search_s": search_s, "build_s": 0.0, "run_s": 0.0, "trained_s": trained_s}
         batch = list(generated)[:count]
         ids = [self._add(m.sch, m.sch.trace, m.args_info)[0] for m in batch]
-        results, build_s, run_s = self._trials(batch)
+        results, build_s, run_s = self._trials(batch, build_timeout_s)
         return {"candidates": ids, "results": results, "search_s": search_s, "build_s": build_s, "run_s": run_s, "trained_s": trained_s}
 
-    def _trials(self, batch: list) -> tuple[list, float, float]:
+    def _trials(self, batch: list, build_timeout_s: float) -> tuple[list, float, float]:
         """Build and run `batch` (MeasureCandidates) with the task's evaluator, notify the
         search and commit the records, as the task scheduler does; queue the cost model's
-        update. Returns the per-candidate results and the build and run seconds."""
+        update. Returns the per-candidate results (each with its build's seconds) and the
+        build and run seconds."""
         from .pool import build_mods, remove_artifacts
 
         b0, r0 = self.builder.seconds, self.runner.seconds
-        outcome, inputs, where = build_mods(
-            self.builder, [(m.sch.mod, m.args_info) for m in batch], self.target
+        outcome, inputs, where, build_secs = build_mods(
+            self.builder, [(m.sch.mod, m.args_info) for m in batch], self.target, build_timeout_s
         )
         built = [o is None for o in outcome]
         try:
@@ -281,7 +284,10 @@ class Session:
             if ok and (err is not None or (secs is not None and sum(secs) > 0))
         ]
         self.untrained.append(([m for m, _ in kept], [r for _, r in kept]))
-        out = [{"run_secs": secs, "error": err} for secs, err in outcome]
+        out = [
+            {"run_secs": secs, "error": err, "build_s": b}
+            for (secs, err), b in zip(outcome, build_secs)
+        ]
         return out, round(self.builder.seconds - b0, 4), round(self.runner.seconds - r0, 4)
 
     def _train(self) -> float:
@@ -319,9 +325,13 @@ class Session:
                     c.build_error = f"replay failed: {one_line(e)}"
                     continue
             mods.append(c)
+        built_s = {}
         if mods:
-            outcome, inputs, where = build_mods(self.builder, [(c.sch.mod, c.args_info) for c in mods], self.target)
+            outcome, inputs, where, build_secs = build_mods(
+                self.builder, [(c.sch.mod, c.args_info) for c in mods], self.target
+            )
             for i, c in enumerate(mods):
+                built_s[id(c)] = build_secs[i]
                 if outcome[i] is not None:
                     c.build_error = outcome[i][1]
             for i, ri in zip(where, inputs):
@@ -335,8 +345,9 @@ class Session:
         out = []
         for cid in ids:
             c = self.candidates[cid]
+            build_s = built_s.pop(id(c), None)
             if c.runner_input is None:
-                out.append({"run_secs": None, "error": c.build_error})
+                out.append({"run_secs": None, "error": c.build_error, "build_s": build_s})
                 continue
             for attempt in range(retries + 1):
                 ((secs, err),) = self.runner.measure([c.runner_input], evaluator)
@@ -344,7 +355,7 @@ class Session:
                     break
                 again = " (trying again)" if attempt < retries else ""
                 _log(f"{self.task}: window of candidate {cid} failed{again}: {one_line(err)}")
-            out.append({"run_secs": secs, "error": err if secs is None else None})
+            out.append({"run_secs": secs, "error": err if secs is None else None, "build_s": build_s})
         return {
             "windows": out,
             "build_s": round(self.builder.seconds - b0, 4),
