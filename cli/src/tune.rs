@@ -317,8 +317,22 @@ fn summary_table(report: &Report) -> String {
     }
     if !report.skipped.is_empty() {
         out.push_str(&format!(
-            "not reached by the run budget (TVM's default schedules): {}\n",
+            "not reached by the run budget: {}\n",
             report.skipped.join(", ")
+        ));
+    }
+    if !report.untuned.is_empty() {
+        let mut by_tier: std::collections::BTreeMap<&str, usize> = Default::default();
+        for u in report.untuned.iter().filter(|u| u.applied.is_some()) {
+            *by_tier.entry(tier_name(u.tier)).or_default() += 1;
+        }
+        let cached: usize = by_tier.values().sum();
+        let tiers: Vec<String> = by_tier.iter().map(|(t, n)| format!("{t} {n}")).collect();
+        out.push_str(&format!(
+            "{} tasks not tuned: {cached} built from the cache ({}), {} with TVM's default schedules\n",
+            report.untuned.len(),
+            if tiers.is_empty() { "none".to_string() } else { tiers.join(", ") },
+            report.untuned.len() - cached,
         ));
     }
     if let Some(m) = &report.end_to_end {

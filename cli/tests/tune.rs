@@ -262,21 +262,27 @@ fn more_trials_other_targets_and_shapes(dir: &Path) {
     // got each seed's source workload from the cache, so none passes for exact).
     std::fs::write(dir.join("wide.tgc"), MODEL.replace("16x16", "24x24")).expect("written");
     let third = tune_model(dir, "wide.tgc", "third.json", "3", &["--no-measure"]);
-    // One trial for the whole model: one task gets it, the other is not reached.
-    let one = tune_model(
-        dir,
-        "wide.tgc",
-        "one.json",
-        "3",
-        &["--no-measure", "--trials", "1"],
-    );
+    // One trial for a model of yet another size: one task gets it, the other is not
+    // reached, and the tuned model is built with that one's structural neighbours' traces,
+    // as `tgc build` would, not TVM's default schedule.
+    std::fs::write(dir.join("mid.tgc"), MODEL.replace("16x16", "20x20")).expect("written");
+    let one = tune_model(dir, "mid.tgc", "one.json", "3", &["--trials", "1"]);
     assert_eq!(one["totals"]["trials"], 1, "{one}");
     assert_eq!(one["tasks"].as_array().unwrap().len(), 1, "{one}");
-    assert_eq!(
-        one["budget"]["skipped_tasks"].as_array().unwrap().len(),
-        1,
-        "{one}"
+    let skipped = one["budget"]["skipped_tasks"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1, "{one}");
+    let untuned = one["untuned_tasks"].as_array().unwrap();
+    assert_eq!(untuned.len(), 1, "{one}");
+    let u = &untuned[0];
+    assert_eq!(u["name"], skipped[0], "{one}");
+    assert_eq!(u["tier"], "structural", "{u}");
+    assert!(u["records"].as_u64().unwrap() >= 1, "{u}");
+    assert!(
+        matches!(u["applied"].as_str(), Some("repaired" | "anchor")),
+        "a neighbour's trace transferred: {u}"
     );
+    assert_eq!(one["end_to_end"]["applied"][u["name"].as_str().unwrap()], u["applied"]);
+    assert_output_check(&one["end_to_end"]);
     for t in third["tasks"].as_array().expect("tasks") {
         assert_eq!(t["tier"], "structural", "{t}");
         let modes = t["seed_modes"].as_object().expect("seed modes");

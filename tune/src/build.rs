@@ -699,6 +699,7 @@ fn plan_task(
         seeds,
         ..
     } = run.prepare_task(task, module, policy.as_ref(), observer)?;
+    observer.task_started(&task.name, &plan);
     let mut out = PlannedTask {
         plan: plan.clone(),
         workload_hash: lowered.structural_hash,
@@ -715,22 +716,15 @@ fn plan_task(
         wall_s: 0.0,
     };
     let exact = plan.tier.is_some_and(Tier::is_exact);
-    if exact {
-        // The task's own records: replayed as they are.
-        for (seed, source) in &seeds {
-            out.records.push(seed.trace.clone());
-            out.sources.push(source.clone());
+    if exact || config.measure_candidates == 0 || seeds.is_empty() {
+        out.records = zero_trial_records(&plan, &seeds);
+        out.sources = seeds.iter().map(|(_, source)| source.clone()).collect();
+        if exact {
+            out.latency_s = plan
+                .cached_latency_s
+                .or_else(|| seeds.first().and_then(|(_, s)| s["latency_s"].as_f64()));
+            out.latency_kind = Some("cached");
         }
-        out.latency_s = plan
-            .cached_latency_s
-            .or_else(|| seeds.first().and_then(|(_, s)| s["latency_s"].as_f64()));
-        out.latency_kind = Some("cached");
-    } else if config.measure_candidates == 0 || seeds.is_empty() {
-        for (seed, source) in &seeds {
-            out.records.push(transfer_record(seed));
-            out.sources.push(source.clone());
-        }
-        out.latency_kind = None;
     } else {
         let k = config.measure_candidates as usize;
         let Replayed {
@@ -849,6 +843,20 @@ fn measure_candidates(
         0
     };
     Ok((result, written))
+}
+
+/// The records a task is built with at zero trials, best first (the build applies the first
+/// that replays): an exact plan's seeds are the task's own records, as they are; any other
+/// plan's are neighbours' traces, each with its source workload for transfer.
+pub(crate) fn zero_trial_records(plan: &SeedPlan, seeds: &[(Seed, Value)]) -> Vec<Value> {
+    let exact = plan.tier.is_some_and(Tier::is_exact);
+    seeds
+        .iter()
+        .map(|(seed, _)| match exact {
+            true => seed.trace.clone(),
+            false => transfer_record(seed),
+        })
+        .collect()
 }
 
 /// A neighbour's trace as the build takes it: with its source workload, for transfer.

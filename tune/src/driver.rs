@@ -10,7 +10,8 @@ use crate::budget::{RunBudget, Share, Turn};
 use crate::config::TuneConfig;
 use crate::error::TuneError;
 use crate::observer::Observer;
-use crate::report::{PlanSource, Report, TaskBudget, TaskReport};
+use crate::build::zero_trial_records;
+use crate::report::{PlanSource, Report, TaskBudget, TaskReport, UntunedTask};
 use crate::rules::{SearchLimits, StopReason};
 use crate::run::{CacheUse, PreparedTask, Run};
 use crate::search::{search, SearchJob, SearchOutcome};
@@ -58,7 +59,8 @@ pub fn tune(
     let started = Instant::now();
     let tuned = tune_tasks(&mut run, &mut module, &tasks, &order, !as_written, observer)?;
     let tuning_wall_s = started.elapsed().as_secs_f64();
-    let end_to_end = measure_model(&mut run, &module, &tasks, &tuned.best, observer)?;
+    let (end_to_end, untuned, untuned_s) =
+        measure_model(&mut run, &mut module, &tasks, &tuned.best, !as_written, observer)?;
     let report = Report {
         model: config.model_name.clone(),
         target_spelling: run.requested.clone(),
@@ -74,6 +76,8 @@ pub fn tune(
         tuning_wall_s,
         prepare_tuning_s,
         end_to_end,
+        untuned,
+        untuned_s,
         rpc: config.rpc.clone().zip(run.rpc_devices.clone()),
     };
     run.finish();
@@ -161,6 +165,7 @@ fn tune_task(
         plan,
         seeds,
     } = run.prepare_task(task, module, policy, observer)?;
+    observer.task_started(&task.name, &plan);
     let seed_source = seeds.first().map_or(Value::Null, |(_, s)| s.clone());
     let seeds = seeds.into_iter().map(|(seed, _)| seed).collect();
     let job = search_job(run, &task.name, task_json, &plan, seeds);
@@ -239,33 +244,81 @@ fn warn_of_failures(task: &str, result: &SearchOutcome, observer: &mut dyn Obser
     }
 }
 
-/// Builds the whole model with the best trace per task and times it, unless the run does
-/// not measure (or measures on RPC devices: the model would run here, not there).
+/// Builds the whole model with the best trace per tuned task, and every other task with its
+/// best cached or transferred records ([`untuned_records`]), and times it; unless the run
+/// does not measure (or measures on RPC devices: the model would run here, not there).
+/// Returns the measurement, the untuned tasks and the seconds their records took.
 fn measure_model(
     run: &mut Run<'_>,
-    module: &Module,
+    module: &mut Module,
     tasks: &[Task],
     best: &HashMap<TaskKey, Value>,
+    replan: bool,
     observer: &mut dyn Observer,
-) -> Result<Option<BuildResult>, TuneError> {
+) -> Result<(Option<BuildResult>, Vec<UntunedTask>, f64), TuneError> {
     if !run.config.measure {
-        return Ok(None);
+        return Ok((None, Vec::new(), 0.0));
     }
     if run.config.rpc.is_some() {
         observer.warning(
             "--rpc: the whole model is not timed (build_and_measure runs it on this machine, not on the device); the report's end_to_end is null",
         );
-        return Ok(None);
+        return Ok((None, Vec::new(), 0.0));
     }
     observer.measuring();
-    let records = tasks
+    let mut records = tasks
         .iter()
         .filter_map(|t| {
             best.get(&t.keys.exact)
                 .map(|trace| (t, vec![trace.clone()]))
         })
         .collect::<Vec<_>>();
-    Ok(Some(run.build_model(module, &records, None)?))
+    let rest: Vec<&Task> = tasks
+        .iter()
+        .filter(|t| !best.contains_key(&t.keys.exact))
+        .collect();
+    let started = Instant::now();
+    let (mut untuned, more) = untuned_records(run, module, &rest, replan, observer)?;
+    records.extend(more);
+    let untuned_s = started.elapsed().as_secs_f64();
+    let measured = run.build_model(module, &records, None)?;
+    for u in &mut untuned {
+        u.applied = measured.applied.get(&u.name).copied().flatten();
+    }
+    Ok((Some(measured), untuned, untuned_s))
+}
+
+/// The tasks the run did not tune, each with the records `tgc build` would apply at zero
+/// trials: its own cached records, else its neighbours' for transfer (re-planned first, with
+/// what this run wrote, unless the plans were given); none without a cache.
+fn untuned_records<'t>(
+    run: &mut Run<'_>,
+    module: &mut Module,
+    rest: &[&'t Task],
+    replan: bool,
+    observer: &mut dyn Observer,
+) -> Result<(Vec<UntunedTask>, Vec<(&'t Task, Vec<Value>)>), TuneError> {
+    let (mut untuned, mut records) = (Vec::new(), Vec::new());
+    for &task in rest {
+        let mut u = UntunedTask {
+            name: task.name.clone(),
+            occurrences: task.occurrences,
+            tier: None,
+            records: 0,
+            applied: None,
+        };
+        if run.cache.is_some() {
+            let policy = replan.then(|| run.policy());
+            let p = run.prepare_task(task, module, policy.as_ref(), observer)?;
+            let r = zero_trial_records(&p.plan, &p.seeds);
+            (u.tier, u.records) = (p.plan.tier, r.len());
+            if !r.is_empty() {
+                records.push((task, r));
+            }
+        }
+        untuned.push(u);
+    }
+    Ok((untuned, records))
 }
 
 /// Structural groups in order of first appearance, each with its most frequent task first;

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use tgc_cache::Toolchain;
 use tgc_canonicalize::Task;
 use tgc_passes::seeding::{tier_name, SeedPlan, Tier};
-use tgc_tvm::{BuildResult, ReplayMode, RpcDevices, RpcTracker, Trials};
+use tgc_tvm::{Applied, BuildResult, ReplayMode, RpcDevices, RpcTracker, Trials};
 
 /// What happened to one task.
 #[derive(Clone, Debug)]
@@ -102,6 +102,21 @@ impl TaskReport {
     }
 }
 
+/// A task the run did not tune (the run budget or `--max-tasks` left it out), as the tuned
+/// model was built: with the first of its cached or transferred records that replayed, as
+/// `tgc build` does at zero trials, or TVM's default schedule.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UntunedTask {
+    pub name: String,
+    pub occurrences: usize,
+    /// The tier its records came from (`None`: the cache has nothing for it).
+    pub tier: Option<Tier>,
+    /// Records offered to the build.
+    pub records: usize,
+    /// How the applied record went in (`None`: TVM's default schedule).
+    pub applied: Option<Applied>,
+}
+
 /// A task's part of a run budget (`budget.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TaskBudget {
@@ -169,6 +184,11 @@ pub struct Report {
     pub prepare_tuning_s: f64,
     /// The worker's `build_and_measure` result, when the model was measured.
     pub end_to_end: Option<BuildResult>,
+    /// The tasks the run did not tune, built from their best cached or transferred
+    /// schedules where the cache has any (when the model was measured).
+    pub untuned: Vec<UntunedTask>,
+    /// Seconds spent choosing the untuned tasks' records (not in `tuning_wall_s`).
+    pub untuned_s: f64,
     /// With `--rpc`: the tracker and key measured on, and what the tracker offered under
     /// the key when the run started.
     pub rpc: Option<(RpcTracker, RpcDevices)>,
@@ -275,6 +295,14 @@ impl Report {
                 "builds_killed": self.total_builds_killed(),
                 "tasks_by_tier": self.tasks_by_tier(),
             },
+            "untuned_tasks": self.untuned.iter().map(|u| json!({
+                "name": u.name,
+                "occurrences": u.occurrences,
+                "tier": tier_name(u.tier),
+                "records": u.records,
+                "applied": u.applied,
+            })).collect::<Vec<_>>(),
+            "untuned_s": self.untuned_s,
             "end_to_end": self.end_to_end.as_ref().map_or(Value::Null, |m| json!(m)),
         })
     }

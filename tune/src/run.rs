@@ -291,6 +291,7 @@ impl Run<'_> {
 
     /// Lowers the task (re-planned under `policy`, if any, as [`Run::lower`] does) and reads
     /// its plan and the plan's seeds: what a tuning run and a build do first for each task.
+    /// (The caller tells the observer that the task started.)
     pub(crate) fn prepare_task(
         &mut self,
         task: &Task,
@@ -305,7 +306,6 @@ impl Run<'_> {
         let plan = seed_plan(f)
             .map_err(TuneError::Config)?
             .ok_or_else(|| task_error(&task.name, format!("carries no {SEED_PLAN_ATTR}")))?;
-        observer.task_started(&task.name, &plan);
         let seeds = self.seeds(task, &plan, observer)?;
         Ok(PreparedTask {
             task_json,
