@@ -7,7 +7,7 @@ use clap::Args;
 use std::path::PathBuf;
 use tgc_passes::seeding::{tier_name, SeedPlan};
 use tgc_tune::{BuildConfig, BuildReport, Observer, BENCH_REPEATS};
-use tgc_tvm::LatencyRange;
+use tgc_tvm::{BenchResult, LatencyRange};
 
 #[derive(Args)]
 pub struct BuildArgs {
@@ -37,9 +37,14 @@ pub struct BuildArgs {
     /// they differ (without it the model is built once and nothing runs).
     #[arg(long)]
     check: bool,
-    /// Time the library and an untuned build end to end (TVM's time evaluator, 50 runs).
+    /// Time the library and an untuned build end to end (TVM's time evaluator, 50 runs; the
+    /// untuned build 10).
     #[arg(long)]
     bench: bool,
+    /// With --bench and an ONNX model: also time onnxruntime on that file, on the same
+    /// inputs (weights as initializers) and threads.
+    #[arg(long, requires = "bench")]
+    onnxruntime: bool,
     /// Write a JSON report (schema `tgc.build/1`) here.
     #[arg(long)]
     report: Option<PathBuf>,
@@ -53,6 +58,10 @@ pub struct BuildArgs {
 
 pub fn run(args: BuildArgs) -> Result<()> {
     let module = load_model(&args.model, &args.shapes)?;
+    let onnxruntime = match args.onnxruntime {
+        true => Some(onnx_file(&args.model)?),
+        false => None,
+    };
     let config = BuildConfig {
         target: args.target.clone(),
         cache: args.cache.as_ref().map(tgc_cache::CacheLocation::parse),
@@ -61,6 +70,7 @@ pub fn run(args: BuildArgs) -> Result<()> {
         measure_candidates: args.measure_candidates,
         check: args.check,
         bench: args.bench,
+        onnxruntime,
         work_dir: args.work_dir.clone(),
         ..BuildConfig::new(args.model.clone(), args.output.clone())
     };
@@ -99,6 +109,45 @@ impl Observer for Lines {
     fn measuring(&mut self) {
         eprintln!("building the model");
     }
+}
+
+/// `model` as an ONNX file onnxruntime can time.
+fn onnx_file(model: &str) -> Result<PathBuf> {
+    let path = PathBuf::from(model);
+    match path.extension().is_some_and(|e| e == "onnx") && path.is_file() {
+        true => Ok(path),
+        false => Err(anyhow!(
+            "{model}: --onnxruntime times an ONNX file (a .onnx model), not this"
+        )),
+    }
+}
+
+/// The latency lines of a bench: the library's, and those of TVM's defaults and onnxruntime
+/// beside it, each with its ratio.
+fn bench_lines(library: &str, b: &BenchResult) -> String {
+    let mut out = latency_line(library, &b.latency_ms);
+    let tuned = b.latency_ms.median;
+    if let Some(u) = &b.untuned_latency_ms {
+        out.push_str(&latency_line("untuned build (TVM's default schedules)", u));
+        out.push_str(&format!(
+            "speed-up over TVM's defaults: {:.2}x\n",
+            u.median / tuned
+        ));
+    }
+    if let Some(o) = &b.onnxruntime {
+        out.push_str(&latency_line(
+            &format!(
+                "onnxruntime {} (CPU, {} threads)",
+                o.version, o.latency_ms.threads
+            ),
+            &o.latency_ms,
+        ));
+        out.push_str(&format!(
+            "this library / onnxruntime: {:.2}x the time\n",
+            tuned / o.latency_ms.median
+        ));
+    }
+    out
 }
 
 fn latency_line(what: &str, l: &LatencyRange) -> String {
@@ -166,14 +215,7 @@ fn summary(r: &BuildReport) -> String {
         ));
     }
     if let Some(b) = &r.bench {
-        out.push_str(&latency_line("end to end", &b.latency_ms));
-        if let Some(u) = &b.untuned_latency_ms {
-            out.push_str(&latency_line("untuned build", u));
-            out.push_str(&format!(
-                "speed-up over TVM's defaults: {:.2}x\n",
-                u.median / b.latency_ms.median
-            ));
-        }
+        out.push_str(&bench_lines("end to end", b));
     }
     out
 }
@@ -185,9 +227,14 @@ pub struct BenchArgs {
     /// Timing runs (TVM's time evaluator, one call each).
     #[arg(long, default_value_t = BENCH_REPEATS)]
     repeat: u64,
-    /// Also time an untuned build of this model (the one the library was built from).
+    /// Also time an untuned build of this model (the one the library was built from; at
+    /// most 10 runs).
     #[arg(long, value_name = "MODEL")]
     untuned: Option<String>,
+    /// Also time onnxruntime on this ONNX file (the one the library was built from), on the
+    /// same inputs (weights as initializers) and threads.
+    #[arg(long, value_name = "MODEL.onnx")]
+    onnxruntime: Option<String>,
     /// Static shape of an ONNX input of the untuned model (repeatable).
     #[arg(long = "shape", value_name = "NAME=DIMS", value_parser = parse_shape_arg)]
     shapes: Vec<(String, Vec<i64>)>,
@@ -211,29 +258,27 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         .as_deref()
         .map(|m| load_model(m, &args.shapes))
         .transpose()?;
-    let r = tgc_tune::bench(&args.library, untuned, args.repeat, args.work_dir.clone())
-        .map_err(|e| anyhow!("{e}"))?;
+    let onnxruntime = args.onnxruntime.as_deref().map(onnx_file).transpose()?;
+    let r = tgc_tune::bench(
+        &args.library,
+        untuned,
+        onnxruntime.as_deref(),
+        args.repeat,
+        args.work_dir.clone(),
+    )
+    .map_err(|e| anyhow!("{e}"))?;
     if args.json {
         let doc = serde_json::json!({
             "schema": "tgc.bench/1",
             "library": args.library,
             "latency_ms": r.latency_ms,
             "untuned_latency_ms": r.untuned_latency_ms,
+            "onnxruntime": r.onnxruntime,
             "wall_s": r.wall_s,
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(());
     }
-    print!(
-        "{}",
-        latency_line(&args.library.display().to_string(), &r.latency_ms)
-    );
-    if let Some(u) = &r.untuned_latency_ms {
-        print!("{}", latency_line("untuned build", u));
-        println!(
-            "speed-up over TVM's defaults: {:.2}x",
-            u.median / r.latency_ms.median
-        );
-    }
+    print!("{}", bench_lines(&args.library.display().to_string(), &r));
     Ok(())
 }

@@ -207,6 +207,9 @@ fn zero_trial_builds_from_a_neighbours_cache_load_in_stock_tvm() {
     assert!(bench["untuned_latency_ms"]["median"].as_f64().unwrap() > 0.0);
     let e = error_line(&["bench", s(&dir.join("b.tgc"))]);
     assert!(e.contains("b.tgc.json") && e.contains("sidecar"), "{e}");
+    let e = error_line(&["bench", s(&dir.join("b-ranked.so")), "--onnxruntime", s(&b)]);
+    assert!(e.contains(s(&b)) && e.contains("ONNX file"), "{e}");
+    onnxruntime_beside_tvm(&dir);
 
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -548,4 +551,76 @@ fn alternating_rounds_time_two_databases(fixture: &Path, db: &Path, target: &str
         a["threads"], applied["end_to_end"]["latency_ms"]["threads"],
         "{alt}"
     );
+}
+
+/// Writes model B as an ONNX file (its weights graph inputs, as the bundled models have
+/// them) with the venv's `onnx`.
+const ONNX_B: &str = r#"
+import sys
+from onnx import TensorProto, helper, save
+def vi(n, shape):
+    return helper.make_tensor_value_info(n, TensorProto.FLOAT, shape)
+p = {"pads": [1, 1, 1, 1]}
+g = helper.make_graph([helper.make_node("Conv", ["x", "w1"], ["c1"], **p), helper.make_node("Relu", ["c1"], ["r1"]),
+    helper.make_node("Conv", ["r1", "w2"], ["c2"], **p), helper.make_node("Add", ["c2", "x"], ["a"]),
+    helper.make_node("Relu", ["a"], ["y"])], "blocks12",
+    [vi("x", [1, 8, 12, 12]), vi("w1", [8, 8, 3, 3]), vi("w2", [8, 8, 3, 3])], [vi("y", [1, 8, 12, 12])])
+save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+"#;
+
+/// An ONNX model built with TVM's default schedules and timed beside onnxruntime on the same
+/// file: both latencies and the ratio, printed and in the report.
+fn onnxruntime_beside_tvm(dir: &Path) {
+    let onnx = dir.join("b.onnx");
+    let python = tgc_tvm::find_python().expect("the pinned TVM venv");
+    let out = Command::new(python)
+        .args(["-c", ONNX_B, s(&onnx)])
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lib = dir.join("b-onnx.so");
+    let report = dir.join("b-onnx.json");
+    let out = ok(&[
+        "build",
+        s(&onnx),
+        "-o",
+        s(&lib),
+        "--no-cache",
+        "--bench",
+        "--onnxruntime",
+        "--report",
+        s(&report),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("onnxruntime ") && text.contains("this library / onnxruntime: "),
+        "{text}"
+    );
+    let bench = &read_json(&report)["bench"];
+    assert_eq!(bench["untuned_latency_ms"]["repeat"], 10, "{bench}");
+    let ort = &bench["onnxruntime"];
+    assert_eq!(ort["latency_ms"]["repeat"], 50, "{bench}");
+    assert_eq!(
+        ort["latency_ms"]["threads"], bench["latency_ms"]["threads"],
+        "the same threads: {bench}"
+    );
+    assert!(
+        ort["latency_ms"]["median"].as_f64().unwrap() > 0.0,
+        "{bench}"
+    );
+    assert!(!ort["version"].as_str().unwrap().is_empty(), "{bench}");
+    let e = error_line(&[
+        "build",
+        s(&dir.join("b.tgc")),
+        "-o",
+        s(&lib),
+        "--no-cache",
+        "--bench",
+        "--onnxruntime",
+    ]);
+    assert!(e.contains("b.tgc") && e.contains("ONNX file"), "{e}");
 }

@@ -281,7 +281,10 @@ fn more_trials_other_targets_and_shapes(dir: &Path) {
         matches!(u["applied"].as_str(), Some("repaired" | "anchor")),
         "a neighbour's trace transferred: {u}"
     );
-    assert_eq!(one["end_to_end"]["applied"][u["name"].as_str().unwrap()], u["applied"]);
+    assert_eq!(
+        one["end_to_end"]["applied"][u["name"].as_str().unwrap()],
+        u["applied"]
+    );
     assert_output_check(&one["end_to_end"]);
     for t in third["tasks"].as_array().expect("tasks") {
         assert_eq!(t["tier"], "structural", "{t}");

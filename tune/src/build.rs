@@ -69,6 +69,9 @@ pub struct BuildConfig {
     pub check: bool,
     /// Time the built library (and an untuned build) with [`BENCH_REPEATS`] runs.
     pub bench: bool,
+    /// With `bench`: also time onnxruntime on this ONNX file (the model's), on the same
+    /// inputs and threads.
+    pub onnxruntime: Option<PathBuf>,
     /// Where the worker log and MetaSchedule's logs go; `None`: a temp dir.
     pub work_dir: Option<PathBuf>,
     /// The model's name in the report and in the provenance of written-back records.
@@ -92,6 +95,7 @@ impl BuildConfig {
             output: output.into(),
             check: false,
             bench: false,
+            onnxruntime: None,
             work_dir: None,
             model_name: model_name.into(),
         }
@@ -118,6 +122,10 @@ impl BuildConfig {
 
 /// Timing runs of `bench` (`tgc bench`, `tgc build --bench`) by default.
 pub const BENCH_REPEATS: u64 = 50;
+
+/// The most timing runs of an untuned build in `bench`: TVM's default schedules take
+/// seconds per call on a CNN.
+pub const UNTUNED_REPEATS: u64 = 10;
 
 /// The tier a task's schedule came from in the build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -467,6 +475,8 @@ pub fn build(
             number: t.number,
             seed: t.seed,
             untuned: Some(untuned),
+            untuned_repeat: Some(UNTUNED_REPEATS),
+            onnx: config.onnxruntime.as_deref().map(absolute),
         })?)
     } else {
         None
@@ -869,10 +879,12 @@ fn transfer_record(seed: &Seed) -> Value {
 }
 
 /// `bench`: an exported library's end-to-end latency, and with `untuned` an untuned build's
-/// of that model, on the inputs its sidecar names.
+/// of that model ([`UNTUNED_REPEATS`] runs at most), with `onnxruntime` onnxruntime's on that
+/// ONNX file, on the inputs its sidecar names.
 pub fn bench(
     library: &Path,
     untuned: Option<Module>,
+    onnxruntime: Option<&Path>,
     repeat: u64,
     work_dir: Option<PathBuf>,
 ) -> Result<BenchResult, TuneError> {
@@ -914,16 +926,23 @@ pub fn bench(
     };
     let t = config.model_timing;
     let result = run.worker.bench(&BenchRequest {
-        library: std::path::absolute(library).unwrap_or(library.to_path_buf()),
+        library: absolute(library),
         inputs,
         target: run.target_json.clone(),
         repeat,
         number: t.number,
         seed: t.seed,
+        untuned_repeat: untuned.is_some().then_some(repeat.min(UNTUNED_REPEATS)),
         untuned,
+        onnx: onnxruntime.map(absolute),
     })?;
     run.finish();
     Ok(result)
+}
+
+/// `p` as the worker, running elsewhere, needs it.
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or(p.to_path_buf())
 }
 
 /// Every task of `module` with its TVM workload hash, as the worker lowers it: the keys a

@@ -7,10 +7,10 @@
 //! search's decisions in [`crate::rules`].
 
 use crate::budget::{RunBudget, Share, Turn};
+use crate::build::zero_trial_records;
 use crate::config::TuneConfig;
 use crate::error::TuneError;
 use crate::observer::Observer;
-use crate::build::zero_trial_records;
 use crate::report::{PlanSource, Report, TaskBudget, TaskReport, UntunedTask};
 use crate::rules::{SearchLimits, StopReason};
 use crate::run::{CacheUse, PreparedTask, Run};
@@ -59,8 +59,14 @@ pub fn tune(
     let started = Instant::now();
     let tuned = tune_tasks(&mut run, &mut module, &tasks, &order, !as_written, observer)?;
     let tuning_wall_s = started.elapsed().as_secs_f64();
-    let (end_to_end, untuned, untuned_s) =
-        measure_model(&mut run, &mut module, &tasks, &tuned.best, !as_written, observer)?;
+    let (end_to_end, untuned, untuned_s) = measure_model(
+        &mut run,
+        &mut module,
+        &tasks,
+        &tuned.best,
+        !as_written,
+        observer,
+    )?;
     let report = Report {
         model: config.model_name.clone(),
         target_spelling: run.requested.clone(),

@@ -364,7 +364,11 @@ impl BuildGuard {
 
     /// A batch built with `timeout_s`: each candidate's build seconds (`None`: it failed)
     /// and whether it timed out.
-    pub fn observe(&mut self, timeout_s: f64, builds: impl IntoIterator<Item = (Option<f64>, bool)>) {
+    pub fn observe(
+        &mut self,
+        timeout_s: f64,
+        builds: impl IntoIterator<Item = (Option<f64>, bool)>,
+    ) {
         for (secs, timed_out) in builds {
             match secs {
                 Some(s) if s.is_finite() && s >= 0.0 => self.seconds.push(s),
@@ -689,10 +693,22 @@ mod tests {
         g.observe(300.0, built(&[2.0; 8]));
         let t = g.timeout_s();
         assert_eq!(t, 30.0);
-        g.observe(t, vec![(None, true), (None, true), (None, false), (Some(2.0), false)]);
+        g.observe(
+            t,
+            vec![
+                (None, true),
+                (None, true),
+                (None, false),
+                (Some(2.0), false),
+            ],
+        );
         assert_eq!((g.killed(), g.timeout_s()), (2, 30.0));
         g.observe(300.0, vec![(None, true)]);
-        assert_eq!(g.killed(), 2, "a timeout at the ceiling is the builder's, not the guard's");
+        assert_eq!(
+            g.killed(),
+            2,
+            "a timeout at the ceiling is the builder's, not the guard's"
+        );
         // a slow but not pathological run keeps its builds: the bar follows them
         g.observe(t, built(&[20.0; 40]));
         assert_eq!(g.timeout_s(), 200.0);

@@ -4,10 +4,10 @@
 //! then planning the model, lowering and re-planning a task, reading its seeds, writing
 //! its records back, and building the whole model.
 
-use crate::rules::BuildGuard;
 use crate::config::{CostModel, TuneConfig};
 use crate::error::{task_error, TuneError};
 use crate::observer::Observer;
+use crate::rules::BuildGuard;
 use crate::rules::{largest_round, replaces_stored};
 use crate::search::SearchOutcome;
 use serde_json::{json, Value};
@@ -128,10 +128,7 @@ impl<'a> Run<'a> {
             work_dir,
             cache_writes_refused: config.cache_read_only,
             rpc_devices,
-            builds: BuildGuard::new(
-                config.search.build_guard,
-                config.search.builder_timeout_s,
-            ),
+            builds: BuildGuard::new(config.search.build_guard, config.search.builder_timeout_s),
         };
         if let Some(location) = run.location.clone() {
             run.open_cache(&location, &spelled, cache_use, observer)?;

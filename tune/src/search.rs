@@ -358,9 +358,9 @@ impl<'a> TaskSearch<'a> {
     /// One batch of trials of `candidates`, under the build guard.
     fn measure(&mut self, candidates: &[CandidateId]) -> Result<TuneMeasured, BridgeError> {
         let timeout_s = self.guard.timeout_s();
-        let m = self
-            .worker
-            .tune_measure(self.sid(), candidates, timeout_s, self.task.as_deref())?;
+        let m =
+            self.worker
+                .tune_measure(self.sid(), candidates, timeout_s, self.task.as_deref())?;
         self.observe_builds(timeout_s, &m.results);
         Ok(m)
     }

@@ -21,6 +21,8 @@ PINS=(
   "apache-tvm==$TVM_VERSION"
   "apache-tvm-ffi==$TVM_FFI_VERSION"
   xgboost psutil cloudpickle tornado onnx numpy
+  # the external anchor of every latency figure: `tgc bench --onnxruntime`
+  onnxruntime
 )
 STAMP="$VENV/.tgc-bootstrap-stamp"
 WANT="tgc-bootstrap/1 ${PINS[*]}"
@@ -68,11 +70,12 @@ echo "bootstrap.sh: installing ${PINS[*]} (log: $LOG)" >&2
 "$PY" -m pip install --disable-pip-version-check "${PINS[@]}" >>"$LOG" 2>&1 \
   || die "pip install into $VENV failed (log: $LOG)"
 
-"$PY" - "$TVM_VERSION" "$TVM_FFI_VERSION" >>"$LOG" 2>&1 <<'PYEOF' || die "import check failed: tvm/tvm_ffi/onnx missing or wrong version (log: $LOG)"
+"$PY" - "$TVM_VERSION" "$TVM_FFI_VERSION" >>"$LOG" 2>&1 <<'PYEOF' || die "import check failed: tvm/tvm_ffi/onnx/onnxruntime missing or wrong version (log: $LOG)"
 import sys
-import onnx, tvm, tvm_ffi
+import onnx, onnxruntime, tvm, tvm_ffi
 want_tvm, want_ffi = sys.argv[1], sys.argv[2]
-print("tvm", tvm.__version__, "tvm_ffi", tvm_ffi.__version__, "onnx", onnx.__version__)
+print("tvm", tvm.__version__, "tvm_ffi", tvm_ffi.__version__, "onnx", onnx.__version__,
+      "onnxruntime", onnxruntime.__version__)
 if tvm.__version__ != want_tvm or tvm_ffi.__version__ != want_ffi:
     sys.exit(f"expected tvm {want_tvm} and tvm_ffi {want_ffi}")
 PYEOF

@@ -771,9 +771,25 @@ pub struct BenchRequest {
     pub number: u64,
     /// The inputs' random seed.
     pub seed: u64,
-    /// Optional: a module (JSON as `build_and_measure` takes it) built untuned and timed too.
+    /// Optional: a module (JSON as `build_and_measure` takes it) built untuned and timed too,
+    /// in `untuned_repeat` timing runs (TVM's defaults are slow: fewer runs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub untuned: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub untuned_repeat: Option<u64>,
+    /// Optional: the ONNX file the library was built from, timed with onnxruntime on the
+    /// same inputs (weights as initializers), `repeat` runs of `number` calls.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub onnx: Option<PathBuf>,
+}
+
+/// onnxruntime's latency in `bench`.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct OnnxRuntimeLatency {
+    /// `threads`: onnxruntime's intra-op threads (the TVM runtime's).
+    pub latency_ms: LatencyRange,
+    pub version: String,
 }
 
 /// End-to-end latency over timing runs (milliseconds).
@@ -800,6 +816,9 @@ pub struct BenchResult {
     /// `null` without `untuned`.
     #[serde(deserialize_with = "nullable")]
     pub untuned_latency_ms: Option<LatencyRange>,
+    /// `null` without `onnx`.
+    #[serde(deserialize_with = "nullable")]
+    pub onnxruntime: Option<OnnxRuntimeLatency>,
     pub wall_s: f64,
 }
 
@@ -843,7 +862,10 @@ mod tests {
         .unwrap();
         assert_eq!(m.results[1].run_secs, None);
         assert_eq!(
-            m.results.iter().map(|r| (r.build_s, r.build_timed_out())).collect::<Vec<_>>(),
+            m.results
+                .iter()
+                .map(|r| (r.build_s, r.build_timed_out()))
+                .collect::<Vec<_>>(),
             [(Some(1.2), false), (None, true)]
         );
         let r: TuneRecorded = decode(json!({"records": [

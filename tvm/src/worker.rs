@@ -819,7 +819,11 @@ mod tests {
         assert_eq!(opened.structural_hash, lowered.structural_hash);
         let sid = opened.session;
         let raw = w
-            .call("tune_search", json!({"session": sid, "count": 4, "build_timeout_s": 60.0}), None)
+            .call(
+                "tune_search",
+                json!({"session": sid, "count": 4, "build_timeout_s": 60.0}),
+                None,
+            )
             .unwrap();
         assert_strict::<TuneSearched>("tune_search", &raw, &["results", "0", "error"]);
         assert_strict::<TuneSearched>("tune_search", &raw, &["results", "0", "build_s"]);
@@ -879,7 +883,9 @@ mod tests {
             .iter()
             .all(|r| r.mode == Some(ReplayMode::Exact) && !r.duplicate));
         let first = replayed.seeds[0].candidate.unwrap();
-        let measured = w.tune_measure(sid, &[first], 60.0, None).expect("tune_measure");
+        let measured = w
+            .tune_measure(sid, &[first], 60.0, None)
+            .expect("tune_measure");
         assert!(measured.results[0].run_secs.is_some(), "{measured:?}");
         w.tune_close(sid, false, 64, None).expect("tune_close");
 

@@ -52,6 +52,30 @@ print(json.dumps({"shape": list(outs[0].shape),
 """
 
 
+def write_onnx(path: str, hw: int = HW) -> None:
+    """MODULE as an ONNX file, its weights graph inputs (as the bundled models have them)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    def inp(name, shape):
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+    pads = {"pads": [1, 1, 1, 1]}
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w1"], ["c1"], **pads),
+            helper.make_node("Relu", ["c1"], ["r1"]),
+            helper.make_node("Conv", ["r1", "w2"], ["c2"], **pads),
+            helper.make_node("Add", ["c2", "x"], ["a"]),
+            helper.make_node("Relu", ["a"], ["y"]),
+        ],
+        "blocks",
+        [inp("x", [1, C, hw, hw]), inp("w1", [C, C, 3, 3]), inp("w2", [C, C, 3, 3])],
+        [inp("y", [1, C, hw, hw])],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
 class TestArtifact(unittest.TestCase):
     def test_exported_libraries_load_in_stock_tvm_and_agree(self):
         w = shared_worker()
@@ -111,11 +135,18 @@ class TestArtifact(unittest.TestCase):
             self.assertEqual(r2["failed"][RES["name"]], 1, r2)
             self.assertEqual(r2["applied"][RES["name"]], "exact", r2)
 
+            onnx_path = os.path.join(d, "blocks.onnx")
+            write_onnx(onnx_path)
             b = w.call("bench", {"library": tuned, "inputs": r["inputs"], "target": LLVM,
-                                 "repeat": 5, "number": 1, "seed": 0, "untuned": MODULE})
+                                 "repeat": 5, "number": 1, "seed": 0, "untuned": MODULE,
+                                 "untuned_repeat": 4, "onnx": onnx_path})
             threads = w.call("hello")["runtime_threads"]
-            for lat in (b["latency_ms"], b["untuned_latency_ms"]):
-                self.assertEqual(lat["repeat"], 5)
+            import onnxruntime
+
+            self.assertEqual(b["onnxruntime"]["version"], onnxruntime.__version__)
+            self.assertEqual(b["untuned_latency_ms"]["repeat"], 4)
+            for lat in (b["latency_ms"], b["untuned_latency_ms"], b["onnxruntime"]["latency_ms"]):
+                self.assertIn(lat["repeat"], (4, 5))
                 self.assertEqual(lat["threads"], threads)
                 self.assertLessEqual(lat["min"], lat["p10"])
                 self.assertLessEqual(lat["p10"], lat["median"])
@@ -125,6 +156,18 @@ class TestArtifact(unittest.TestCase):
             b = w.call("bench", {"library": tuned, "inputs": r["inputs"], "target": LLVM,
                                  "repeat": 3, "number": 1, "seed": 0})
             self.assertIsNone(b["untuned_latency_ms"])
+            self.assertIsNone(b["onnxruntime"])
+            # an ONNX file that is not the library's model, an untuned build without its runs
+            other = os.path.join(d, "other.onnx")
+            write_onnx(other, hw=HW + 1)
+            bad = w.request("bench", {"library": tuned, "inputs": r["inputs"], "target": LLVM,
+                                      "repeat": 1, "number": 1, "seed": 0, "onnx": other})
+            self.assertEqual(bad["error"]["kind"], "bad_params", bad)
+            self.assertIn(f"{other}: input 0 (x) is [1, {C}, {HW + 1}, {HW + 1}] float32", bad["error"]["message"])
+            bad = w.request("bench", {"library": tuned, "inputs": r["inputs"], "target": LLVM,
+                                      "repeat": 1, "number": 1, "seed": 0, "untuned": MODULE})
+            self.assertEqual(bad["error"]["kind"], "bad_params", bad)
+            self.assertIn("untuned_repeat", bad["error"]["message"])
 
     def test_bad_export_and_bench_params_are_one_line_errors(self):
         w = shared_worker()

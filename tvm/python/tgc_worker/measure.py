@@ -498,7 +498,8 @@ def _positive_int(params, k):
 
 
 def bench(params: dict) -> dict:
-    """End-to-end latency of an exported library (and of an untuned build of a module)."""
+    """End-to-end latency of an exported library (and of an untuned build of a module, and of
+    onnxruntime on the ONNX file it came from), on the same inputs."""
     t0 = time.time()
     from .tvmutil import parse_target
 
@@ -514,9 +515,10 @@ def bench(params: dict) -> dict:
     dev = tvm.device("cpu" if kind in ("llvm", "c") else kind, 0)
     if not dev.exist:
         raise WorkerError("tvm", f"no {kind} device on this machine to measure on")
-    inputs = [tvm.runtime.tensor(a, dev) for a in draw_inputs(types, roles, seed)]
+    arrays = draw_inputs(types, roles, seed)
+    inputs = [tvm.runtime.tensor(a, dev) for a in arrays]
 
-    def timed(executable) -> dict:
+    def timed(executable, repeat=repeat) -> dict:
         vm = relax.VirtualMachine(executable, dev)
         vm["main"](*inputs)  # warm-up: first-call allocations stay out of the figures
         res = vm.time_evaluator("main", dev, number=number, repeat=repeat)(*inputs)
@@ -541,10 +543,23 @@ def bench(params: dict) -> dict:
             ref = _build(lower_module(model_relax_module(spec)), target)
         except Exception as e:  # noqa: BLE001
             raise WorkerError("tvm", f"untuned build failed: {one_line(e)}")
-        untuned = timed(ref)
+        if params.get("untuned_repeat") is None:
+            raise WorkerError("bad_params", "untuned needs untuned_repeat (its timing runs)")
+        untuned = timed(ref, _positive_int(params, "untuned_repeat"))
+    onnxruntime = None
+    if params.get("onnx") is not None:
+        from . import onnxrt
+
+        path = params["onnx"]
+        if not isinstance(path, str) or not os.path.isfile(path):
+            raise WorkerError("bad_params", f"onnx: {path!r} is not a file")
+        if kind != "llvm":
+            raise WorkerError("bad_params", f"onnx: onnxruntime is timed on this CPU, the library is for {kind}")
+        onnxruntime = onnxrt.latency(path, types, roles, arrays, repeat, number, runtime_threads())
     return {
         "latency_ms": latency,
         "untuned_latency_ms": untuned,
+        "onnxruntime": onnxruntime,
         "wall_s": round(time.time() - t0, 3),
     }
 

@@ -74,7 +74,7 @@ PARAMS = {
         ("module", "records", "target", "repeat", "number", "seed"),
         ("atol_rel", "rtol", "export"),
     ),
-    "bench": (("library", "inputs", "target", "repeat", "number", "seed"), ("untuned",)),
+    "bench": (("library", "inputs", "target", "repeat", "number", "seed"), ("untuned", "untuned_repeat", "onnx")),
     "rpc_devices": (("tracker_host", "tracker_port", "key"), ()),
     "shutdown": ((), ()),
 }
