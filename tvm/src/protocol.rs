@@ -996,11 +996,16 @@ mod tests {
             .contains("unknown variant `bias`"));
         let range = json!({"median": 2.0, "p10": 1.5, "p90": 2.5, "mean": 2.0, "min": 1.0,
                            "max": 3.0, "repeat": 50, "number": 1, "threads": 1});
-        let b: BenchResult =
-            decode(json!({"latency_ms": range.clone(), "untuned_latency_ms": null, "wall_s": 3.0}))
-                .unwrap();
+        let b: BenchResult = decode(json!({"latency_ms": range.clone(),
+            "untuned_latency_ms": null, "onnxruntime": null, "wall_s": 3.0}))
+        .unwrap();
         assert_eq!(b.latency_ms.p90, 2.5);
-        assert_eq!(b.untuned_latency_ms, None);
+        assert_eq!((b.untuned_latency_ms, b.onnxruntime), (None, None));
+        let b: BenchResult = decode(json!({"latency_ms": range.clone(),
+            "untuned_latency_ms": range.clone(),
+            "onnxruntime": {"latency_ms": range.clone(), "version": "1.32.0"}, "wall_s": 3.0}))
+        .unwrap();
+        assert_eq!(b.onnxruntime.map(|o| o.version).as_deref(), Some("1.32.0"));
         assert!(
             decode::<BenchResult>(json!({"latency_ms": range, "wall_s": 3.0}))
                 .unwrap_err()

@@ -1059,6 +1059,8 @@ mod agreement {
             number: 1,
             seed: 1,
             untuned: some.then(|| json!({})),
+            untuned_repeat: some.then_some(1),
+            onnx: some.then(|| "/m.onnx".into()),
         };
         let sample = SampleRequest {
             task: json!({}),
