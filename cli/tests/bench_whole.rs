@@ -108,7 +108,7 @@ fn a_whole_model_protocol_in_pieces_with_both_arms_and_the_anchors() {
         .arg(&script)
         .arg("--tgc")
         .arg(env!("CARGO_BIN_EXE_tgc"))
-        .args(["--model", "resnet50", "--trials", "2"])
+        .args(["--model", "resnet50", "--trials", "2", "--pieces", "1"])
         .output()
         .expect("python3 runs");
     assert!(!bad.status.success());
