@@ -25,7 +25,8 @@ Reported: each arm's tuning seconds, trials, seconds per measured trial and fina
 latency; the seconds tgc needed to reach stock's final latency (the first piece at or below
 it, interpolated linearly from the piece before), and stock's time over that; the final
 latencies over onnxruntime's. Reports and bench.json go to --out; --table writes the
-markdown table; --reuse keeps reports already there (run a long protocol in parts).
+markdown table, --plot the curves (`tgc curves`); --reuse keeps reports already there (run
+a long protocol in parts).
 Python for stock_tvm.py: $TGC_PYTHON, else tvm/python/bootstrap.sh's.
 """
 
@@ -194,6 +195,7 @@ def main() -> int:
     p.add_argument("--out", default=None)
     p.add_argument("--reuse", action="store_true", help="keep reports already in --out")
     p.add_argument("--table", default=None, help="write the markdown table here")
+    p.add_argument("--plot", default=None, help="draw the curves here (.svg or .png: tgc curves)")
     p.add_argument("--tgc", default=str(ROOT / "target" / "release" / "tgc"))
     args = p.parse_args()
     if args.pieces < 1 or args.trials < args.pieces:
@@ -233,6 +235,8 @@ def main() -> int:
               + ", ".join(f"({t:.0f}, {l:.1f})" for t, l in s["curve"]))
     if args.table:
         pathlib.Path(args.table).write_text(text)
+    if args.plot:
+        subprocess.run([args.tgc, "curves", out / "bench.json", "-o", args.plot], check=True)
     print(f"reports: {out}")
     return 0
 

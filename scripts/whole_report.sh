@@ -30,7 +30,7 @@ done
 python3 scripts/bench_whole.py --tgc "$TGC" --model "$DIR/onnx/resnet50.onnx" \
     --seeded "$DIR/onnx/resnet152.onnx" --seeded "$DIR/onnx/wide_resnet50_2.onnx" \
     --trials "${TRIALS:-448}" --pieces "${PIECES:-4}" --per-round 8 --population 128 \
-    --reuse --out "$DIR/run" --table "$DIR/table.md"
+    --reuse --out "$DIR/run" --table "$DIR/table.md" --plot docs/whole-models.svg
 python3 - "$DIR/table.md" docs/tuning.md <<'PY'
 import sys
 table, doc = open(sys.argv[1]).read(), open(sys.argv[2]).read()
@@ -41,4 +41,4 @@ head, rest = doc.split(begin, 1)
 _, tail = rest.split(end, 1)
 open(sys.argv[2], "w").write(f"{head}{begin}\n{table}{end}{tail}")
 PY
-echo "docs/tuning.md: whole-model table regenerated (reports in $DIR/run)" >&2
+echo "docs/tuning.md: whole-model table and docs/whole-models.svg regenerated (reports in $DIR/run)" >&2

@@ -5,6 +5,7 @@
 
 mod build;
 mod cache;
+mod curves;
 mod import;
 mod input;
 mod opt;
@@ -43,8 +44,12 @@ enum Command {
     /// Compile a deployable model (a TVM library) with the cached schedule per task, and a
     /// zero-trial transfer from neighbours for tasks never tuned.
     Build(build::BuildArgs),
-    /// Time a library `tgc build` wrote, end to end (and an untuned build of its model).
+    /// Time a library `tgc build` wrote, end to end (and an untuned build of its model, and
+    /// onnxruntime on its ONNX file).
     Bench(build::BenchArgs),
+    /// Plot a whole-model benchmark (scripts/bench_whole.py's bench.json): latency against
+    /// tuning time, tgc beside stock TVM, onnxruntime and TVM's defaults.
+    Curves(curves::CurvesArgs),
     /// Inspect and maintain the task cache: stats, import, export, gc, verify.
     Cache(cache::CacheArgs),
     /// Compare the tasks of several models: census, coverage matrix, structural neighbours.
@@ -94,6 +99,7 @@ fn main() -> ExitCode {
         Command::Tune(args) => tune::run(args),
         Command::Build(args) => build::run(args),
         Command::Bench(args) => build::bench(args),
+        Command::Curves(args) => curves::run(args),
         Command::Cache(args) => cache::run(args),
         Command::Similarity(args) => similarity::run(args),
         Command::Zoo(args) => zoo::run(args),

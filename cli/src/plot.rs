@@ -28,13 +28,13 @@ pub fn format_of(path: &Path) -> Result<Format> {
         Some(e) if e.eq_ignore_ascii_case("svg") => Ok(Format::Svg),
         Some(e) if e.eq_ignore_ascii_case("png") => Ok(Format::Png),
         _ => bail!(
-            "{}: --plot writes .svg or .png files, not this extension",
+            "{}: a plot is written as a .svg or .png file, not this extension",
             path.display()
         ),
     }
 }
 
-const FONT: &str = "sans-serif";
+pub(crate) const FONT: &str = "sans-serif";
 const CELL: u32 = 40;
 const LABEL: u32 = 150;
 const HEADER: u32 = 50;
@@ -84,7 +84,7 @@ fn collect_ttf(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) {
 }
 
 /// Registers the first readable font as `sans-serif`, once per process.
-fn ensure_font() -> Result<()> {
+pub(crate) fn ensure_font() -> Result<()> {
     static REGISTERED: OnceLock<Result<(), String>> = OnceLock::new();
     REGISTERED
         .get_or_init(|| {
@@ -145,7 +145,7 @@ pub fn draw(study: &Study, path: &Path) -> Result<()> {
     }
 }
 
-fn write_png(path: &Path, w: u32, h: u32, rgb: &[u8]) -> Result<()> {
+pub(crate) fn write_png(path: &Path, w: u32, h: u32, rgb: &[u8]) -> Result<()> {
     let file =
         std::fs::File::create(path).with_context(|| format!("{}: cannot write", path.display()))?;
     let mut encoder = png::Encoder::new(std::io::BufWriter::new(file), w, h);

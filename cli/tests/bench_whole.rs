@@ -1,7 +1,7 @@
 //! scripts/bench_whole.py end to end on two tiny ONNX models with tiny budgets, both arms
 //! (tgc in two pieces, stock TVM's tune_relax) and the anchors (TVM's defaults and
 //! onnxruntime on the same files): the curve has a point per piece, B starts from the model
-//! built from A's cache, the table is written.
+//! built from A's cache, the table is written and the curves plotted (`tgc curves`).
 //!
 //! Needs the pinned TVM venv (`$TGC_PYTHON`, else `tvm/python/bootstrap.sh` creates it).
 
@@ -56,6 +56,8 @@ fn a_whole_model_protocol_in_pieces_with_both_arms_and_the_anchors() {
         .arg(&out)
         .arg("--table")
         .arg(d.join("table.md"))
+        .arg("--plot")
+        .arg(d.join("curves.svg"))
         .env("TGC_PYTHON", &python)
         .output()
         .expect("python3 runs");
@@ -102,6 +104,10 @@ fn a_whole_model_protocol_in_pieces_with_both_arms_and_the_anchors() {
     let table = std::fs::read_to_string(d.join("table.md")).unwrap();
     assert!(table.contains("| b.onnx | stock `tune_relax` |"), "{table}");
     assert!(table.contains("| a.onnx | onnxruntime "), "{table}");
+    let svg = std::fs::read_to_string(d.join("curves.svg")).expect("the curves plotted");
+    for label in ["a.onnx", "b.onnx", "onnxruntime", "stock tune_relax"] {
+        assert!(svg.contains(label), "{label} not in the plot");
+    }
 
     // a model that is not an ONNX file: one line, nothing run
     let bad = Command::new("python3")

@@ -84,7 +84,7 @@ fn malformed_text_ir_names_file_line_and_column() {
 fn bad_plot_extension_is_refused_before_any_work() {
     fails(
         &["similarity", "nosuch.tgc", "--plot", "out.jpg"],
-        &["out.jpg: --plot writes .svg or .png files"],
+        &["out.jpg: a plot is written as a .svg or .png file"],
     );
 }
 
