@@ -140,6 +140,7 @@ def summarize(model, start_ms, pieces, builds, stock):
         "defaults_ms": defaults,
         "onnxruntime_ms": ort,
         "onnxruntime_version": bench["onnxruntime"]["version"],
+        "threads": bench["latency_ms"]["threads"],
         "stock": None,
     }
     if stock is not None:
@@ -159,8 +160,12 @@ def fmt(x, spec=".1f"):
     return "n/a" if x is None else format(x, spec)
 
 
-def table(summaries) -> str:
-    rows = ["| model | arm | tuning s | trials | s/trial | latency ms | / onnxruntime | "
+def table(summaries, args) -> str:
+    threads = summaries[0]["threads"]
+    rows = [f"{args.trials} trials per arm and model (tgc in {args.pieces} runs of "
+            f"{args.trials // args.pieces}), rounds of {args.per_round}, population "
+            f"{args.population}; every latency on {threads} runtime threads.", "",
+            "| model | arm | tuning s | trials | s/trial | latency ms | / onnxruntime | "
             "reaches stock's latency at | stock time / that |",
             "|---|---|---|---|---|---|---|---|---|"]
     for s in summaries:
@@ -228,7 +233,7 @@ def main() -> int:
                                                 "per_round": args.per_round,
                                                 "population": args.population,
                                                 "models": summaries}, indent=2) + "\n")
-    text = table(summaries)
+    text = table(summaries, args)
     print(text)
     for s in summaries:
         print(f"{pathlib.Path(s['model']).name}: tgc's curve (s, ms): "

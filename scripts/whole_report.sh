@@ -8,7 +8,7 @@
 # 2 cores, most of it stock TVM (7-8 s per trial here).
 #
 #   bash scripts/whole_report.sh              # writes the table between the markers
-#   TRIALS=64 PIECES=2 bash scripts/whole_report.sh
+#   TRIALS=64 PIECES=2 SEEDED=resnet152 bash scripts/whole_report.sh   # a shorter run
 #
 # TGC=path/to/tgc skips the release build; TGC_PYTHON picks the TVM venv's python (else
 # tvm/python/bootstrap.sh creates it). Work files go to ${WHOLE_DIR:-target/whole-report};
@@ -24,11 +24,12 @@ TGC_PYTHON="${TGC_PYTHON:-$(bash tvm/python/bootstrap.sh | tail -n 1)}"
 export TGC_PYTHON
 DIR="${WHOLE_DIR:-target/whole-report}"
 mkdir -p "$DIR/onnx"
-for name in resnet50 resnet152 wide_resnet50_2; do
+seeded=()
+for name in resnet50 ${SEEDED-resnet152 wide_resnet50_2}; do
     "$TGC" zoo "$name" -o "$DIR/onnx/$name.onnx"
+    [[ "$name" == resnet50 ]] || seeded+=(--seeded "$DIR/onnx/$name.onnx")
 done
-python3 scripts/bench_whole.py --tgc "$TGC" --model "$DIR/onnx/resnet50.onnx" \
-    --seeded "$DIR/onnx/resnet152.onnx" --seeded "$DIR/onnx/wide_resnet50_2.onnx" \
+python3 scripts/bench_whole.py --tgc "$TGC" --model "$DIR/onnx/resnet50.onnx" "${seeded[@]}" \
     --trials "${TRIALS:-448}" --pieces "${PIECES:-4}" --per-round 8 --population 128 \
     --reuse --out "$DIR/run" --table "$DIR/table.md" --plot docs/whole-models.svg
 python3 - "$DIR/table.md" docs/tuning.md <<'PY'
