@@ -475,15 +475,6 @@ fn a_run_budget_keeps_exact_hits_that_a_cold_run_would_not_search_longer() {
             &["--no-measure", "--trials", &n.to_string()],
         )
     };
-    let task = |run: &Value, want: &str| -> Value {
-        run["tasks"]
-            .as_array()
-            .expect("tasks")
-            .iter()
-            .find(|t| t["name"] == want)
-            .unwrap_or_else(|| panic!("{want} not in {run}"))
-            .clone()
-    };
 
     // The heavier task's cold share is 13 or 14 (14.4 / f rounded down puts it in
     // (14.4 - f, 14.4]): more than its records' 12 trials, less than a round more.
@@ -496,7 +487,7 @@ fn a_run_budget_keeps_exact_hits_that_a_cold_run_would_not_search_longer() {
         (n - 1..=n + 1).contains(&cold),
         "the shares of {n} trials: {run}"
     );
-    let share = budget(&task(&run, &name(heavier)), "cold_share");
+    let share = budget(&task_named(&run, &name(heavier)), "cold_share");
     assert!(EFFORT < share && share < EFFORT + ROUND, "{run}");
     for t in tasks {
         assert!(budget(t, "cold_share") < EFFORT + ROUND, "{t}");
@@ -524,13 +515,24 @@ fn a_run_budget_keeps_exact_hits_that_a_cold_run_would_not_search_longer() {
     // task resumes its search from the hit.
     let n = (16.5 / f).ceil() as u64;
     let more = budgeted("more.json", n);
-    let t = task(&more, &name(heavier));
+    let t = task_named(&more, &name(heavier));
     assert!(budget(&t, "cold_share") >= EFFORT + ROUND + 2, "{t}");
     assert_eq!(t["tier"], "exact", "{t}");
     assert_eq!(t["prior_trials"], EFFORT, "{t}");
     assert_ne!(t["stopped"], "exact_hit", "{t}");
     assert!(t["trials"].as_u64().unwrap() >= 1, "{t}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The task of a run's report named `want`.
+fn task_named(run: &Value, want: &str) -> Value {
+    run["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .find(|t| t["name"] == want)
+        .unwrap_or_else(|| panic!("{want} not in {run}"))
+        .clone()
 }
 
 #[test]

@@ -294,6 +294,9 @@ fn measure_model(
     Ok((Some(measured), untuned, untuned_s))
 }
 
+/// Records per task, as the whole model's build takes them.
+type TaskRecords<'t> = Vec<(&'t Task, Vec<Value>)>;
+
 /// The tasks the run did not tune, each with the records `tgc build` would apply at zero
 /// trials: its own cached records, else its neighbours' for transfer (re-planned first, with
 /// what this run wrote, unless the plans were given); none without a cache.
@@ -303,7 +306,7 @@ fn untuned_records<'t>(
     rest: &[&'t Task],
     replan: bool,
     observer: &mut dyn Observer,
-) -> Result<(Vec<UntunedTask>, Vec<(&'t Task, Vec<Value>)>), TuneError> {
+) -> Result<(Vec<UntunedTask>, TaskRecords<'t>), TuneError> {
     let (mut untuned, mut records) = (Vec::new(), Vec::new());
     for &task in rest {
         let mut u = UntunedTask {

@@ -515,6 +515,10 @@ mod tests {
             );
             assert_eq!(v.control.is_some(), n_ctl > 0, "{case}");
         }
+    }
+
+    #[test]
+    fn the_exact_hit_checks_account_failed_windows_and_medians() {
         // the report's account of a held control
         let (_, _, v) = run(&check(Some(2.0)), &[1.2], &[2.3, 2.5]);
         let c = v.control.unwrap();
