@@ -22,24 +22,26 @@ g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1
 save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
 "#;
 
-#[test]
-fn a_whole_model_protocol_in_pieces_with_both_arms_and_the_anchors() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let python = tgc_tvm::find_python().expect("the pinned TVM venv");
+/// a.onnx (8 channels) and b.onnx (16) in `d`.
+fn write_models(python: &Path, d: &Path) {
     for (name, c) in [("a.onnx", "8"), ("b.onnx", "16")] {
-        let out = Command::new(&python)
+        let out = Command::new(python)
             .args(["-c", ONNX])
             .arg(d.join(name))
             .arg(c)
             .output()
             .expect("python runs");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
     }
+}
+
+#[test]
+fn a_whole_model_protocol_in_pieces_with_both_arms_and_the_anchors() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let python = tgc_tvm::find_python().expect("the pinned TVM venv");
+    write_models(&python, d);
     let out = d.join("bench");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench_whole.py");
     let run = Command::new("python3")
