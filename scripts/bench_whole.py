@@ -160,6 +160,17 @@ def fmt(x, spec=".1f"):
     return "n/a" if x is None else format(x, spec)
 
 
+def reach_cells(s) -> str:
+    """The last two cells of tgc's row: when it reached stock's latency, stock's time over
+    that."""
+    t = s.get("tgc_reach_s")
+    if t is None:
+        return "not reached | n/a" if s["stock"] else "n/a | n/a"
+    if t == 0:
+        return "before tuning (the model from the cache) | n/a"
+    return f"{t:.1f} s | {s['time_ratio']:.2f}x"
+
+
 def table(summaries, args) -> str:
     threads = summaries[0]["threads"]
     rows = [f"{args.trials} trials per arm and model (tgc in {args.pieces} runs of "
@@ -174,7 +185,7 @@ def table(summaries, args) -> str:
         rows.append(f"| {name} | tgc | {fmt(t['tuning_s'])} | {t['trials']} | "
                     f"{fmt(t['s_per_trial'], '.2f')} | {fmt(t['latency_ms'])} | "
                     f"{fmt(t['latency_ms'] / s['onnxruntime_ms'], '.2f')} | "
-                    f"{fmt(s.get('tgc_reach_s'))} s | {fmt(s.get('time_ratio'), '.2f')}x |")
+                    f"{reach_cells(s)} |")
         st = s["stock"]
         if st:
             rows.append(f"| {name} | stock `tune_relax` | {fmt(st['tuning_s'])} | {st['trials']} | "
