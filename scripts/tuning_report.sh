@@ -30,14 +30,5 @@ python3 scripts/bench_tune.py --tgc "$TGC" --a "$DIR/onnx/resnet50.onnx" \
     --trials 16 --per-round 8 --population 128 --max-tasks 4 \
     --stock-args="--population 128" --stock-a --no-cold --repeat 2 --reuse \
     --out "$DIR/run" --table "$DIR/table.md"
-python3 - "$DIR/table.md" docs/tuning.md <<'EOF'
-import re, sys
-table, doc = open(sys.argv[1]).read(), open(sys.argv[2]).read()
-begin, end = "<!-- results:begin -->", "<!-- results:end -->"
-if begin not in doc or end not in doc:
-    sys.exit(f"{sys.argv[2]}: no {begin} ... {end} section")
-head, rest = doc.split(begin, 1)
-_, tail = rest.split(end, 1)
-open(sys.argv[2], "w").write(f"{head}{begin}\n{table}{end}{tail}")
-EOF
+python3 scripts/replace_section.py "$DIR/table.md" docs/tuning.md results
 echo "docs/tuning.md: results table regenerated (reports in $DIR/run)" >&2

@@ -32,14 +32,5 @@ done
 python3 scripts/bench_whole.py --tgc "$TGC" --model "$DIR/onnx/resnet50.onnx" "${seeded[@]}" \
     --trials "${TRIALS:-448}" --pieces "${PIECES:-4}" --per-round 8 --population 128 \
     --reuse --out "$DIR/run" --table "$DIR/table.md" --plot docs/whole-models.svg
-python3 - "$DIR/table.md" docs/tuning.md <<'PY'
-import sys
-table, doc = open(sys.argv[1]).read(), open(sys.argv[2]).read()
-begin, end = "<!-- whole:begin -->", "<!-- whole:end -->"
-if begin not in doc or end not in doc:
-    sys.exit(f"{sys.argv[2]}: no {begin} ... {end} section")
-head, rest = doc.split(begin, 1)
-_, tail = rest.split(end, 1)
-open(sys.argv[2], "w").write(f"{head}{begin}\n{table}{end}{tail}")
-PY
+python3 scripts/replace_section.py "$DIR/table.md" docs/tuning.md whole
 echo "docs/tuning.md: whole-model table and docs/whole-models.svg regenerated (reports in $DIR/run)" >&2
