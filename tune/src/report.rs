@@ -26,6 +26,8 @@ pub struct TaskReport {
     pub run_errors: Vec<String>,
     /// Trials whose build the build guard killed (`rules::BuildGuard`).
     pub builds_killed: Trials,
+    /// Schedules the search proposed again after they were measured, dropped unmeasured.
+    pub repeats_dropped: Trials,
     pub best_s: Option<f64>,
     pub stopped: StopReason,
     /// The median of each window of the exact-hit check (empty: no check ran).
@@ -81,6 +83,7 @@ impl TaskReport {
             failed_runs: result.failed_runs,
             run_errors: result.run_errors,
             builds_killed: result.builds_killed,
+            repeats_dropped: result.repeats_dropped,
             best_s: result.best_s,
             stopped: result.stopped,
             exact_windows_s: result.exact_windows_s,
@@ -268,6 +271,7 @@ impl Report {
                 "failed_runs": r.failed_runs,
                 "run_errors": r.run_errors,
                 "builds_killed": r.builds_killed,
+                "repeats_dropped": r.repeats_dropped,
                 "best_latency_s": r.best_s,
                 "stopped": r.stopped.as_str(),
                 "exact_windows_s": r.exact_windows_s,
@@ -293,6 +297,7 @@ impl Report {
                 "trials": self.total_trials(),
                 "failed_runs": self.total_failed_runs(),
                 "builds_killed": self.total_builds_killed(),
+                "repeats_dropped": self.tasks.iter().map(|r| r.repeats_dropped).sum::<u64>(),
                 "tasks_by_tier": self.tasks_by_tier(),
             },
             "untuned_tasks": self.untuned.iter().map(|u| json!({

@@ -108,6 +108,8 @@ pub struct SearchOutcome {
     pub run_errors: Vec<String>,
     /// Trials whose build the build guard killed ([`rules::BuildGuard`]).
     pub builds_killed: Trials,
+    /// Schedules the search proposed again after they were measured (the seeds), dropped.
+    pub repeats_dropped: Trials,
     pub cost_model: CostModelReport,
     pub wall_s: f64,
 }
@@ -149,6 +151,7 @@ struct TaskSearch<'a> {
     guard: &'a mut BuildGuard,
     /// The guard's kills when the task started.
     killed_before: Trials,
+    repeats_dropped: Trials,
     task: Option<String>,
     opened: TuneOpened,
     t0: Instant,
@@ -180,6 +183,7 @@ impl<'a> TaskSearch<'a> {
             job,
             settings,
             killed_before: guard.killed(),
+            repeats_dropped: 0,
             guard,
             task: job.open.task["name"].as_str().map(str::to_string),
             opened,
@@ -341,6 +345,7 @@ impl<'a> TaskSearch<'a> {
                 .worker
                 .tune_search(self.sid(), count, timeout_s, self.task.as_deref())?;
             self.observe_builds(timeout_s, &r.results);
+            self.repeats_dropped += r.repeats_dropped;
             if r.candidates.is_empty() {
                 self.trained_last(r.trained_s);
                 return Ok(StopReason::Exhausted);
@@ -561,6 +566,7 @@ impl<'a> TaskSearch<'a> {
             failed_runs: closed.failed_runs,
             run_errors: closed.run_errors,
             builds_killed: self.guard.killed() - self.killed_before,
+            repeats_dropped: self.repeats_dropped,
             cost_model: CostModelReport {
                 warm_samples: self.opened.cost_model_warm_samples,
                 saved_samples: closed.saved_samples,

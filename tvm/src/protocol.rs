@@ -23,8 +23,9 @@ use std::path::PathBuf;
 /// the worker runs TVM's CPU thread pool on the physical cores unless told otherwise.
 /// 11: `tune` is gone: the worker measures, the driver decides. A task's search is a
 /// session (`tune_open`, `tune_seeds`, `tune_measure`, `tune_search`, `tune_windows`,
-/// `tune_records`, `tune_close`) whose every knob the client sends.
-pub const PROTOCOL: u64 = 12;
+/// `tune_records`, `tune_close`) whose every knob the client sends. 13: `tune_search`
+/// never measures a schedule of the session again, and counts the ones it dropped.
+pub const PROTOCOL: u64 = 13;
 
 /// Trials: measured candidates. One type for every count of them.
 pub type Trials = u64;
@@ -502,6 +503,9 @@ pub struct TuneSearched {
     pub build_s: f64,
     pub run_s: f64,
     pub trained_s: f64,
+    /// Schedules the search proposed that the session had measured already (the seeds):
+    /// dropped, not measured again.
+    pub repeats_dropped: Trials,
 }
 
 /// `tune_windows`' params: one window of fresh runs of each listed candidate, in order.
@@ -858,7 +862,8 @@ mod tests {
             "results": [{"run_secs": [1e-4, 2e-4], "error": null, "build_s": 1.2},
                         {"run_secs": null, "error": "TrialBuilder: Timeout, killed after 30 seconds",
                          "build_s": null}],
-            "search_s": 1.0, "build_s": 2.0, "run_s": 0.5, "trained_s": 0.1}))
+            "search_s": 1.0, "build_s": 2.0, "run_s": 0.5, "trained_s": 0.1,
+            "repeats_dropped": 1}))
         .unwrap();
         assert_eq!(m.results[1].run_secs, None);
         assert_eq!(

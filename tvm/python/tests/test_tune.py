@@ -127,9 +127,15 @@ class TestTune(unittest.TestCase):
         m = w.call("tune_measure", {"session": sid, "candidates": [s["candidate"] for s in r["seeds"]], "build_timeout_s": 300.0})
         self.assertEqual(len(m["results"]), 2)
         self.assertTrue(m["build_s"] > 0 and m["run_s"] > 0, m)
-        # the search continues from them: its candidates are new ones
-        s = w.call("tune_search", {"session": sid, "count": 4, "build_timeout_s": 300.0})
-        self.assertTrue(s["candidates"] and not set(s["candidates"]) & {x["candidate"] for x in r["seeds"]})
+        # the search continues from them: its candidates are new ones, round after round
+        # (MetaSchedule's search proposes the measured seeds again; the session drops them)
+        measured = {x["candidate"] for x in r["seeds"]}
+        for _ in range(3):
+            s = w.call("tune_search", {"session": sid, "count": 4, "build_timeout_s": 300.0})
+            self.assertEqual(len(s["candidates"]), 4, s)
+            self.assertFalse(set(s["candidates"]) & measured, (s, measured))
+            self.assertIsInstance(s["repeats_dropped"], int)
+            measured |= set(s["candidates"])
         w.call("tune_close", {"session": sid, "train": True, "cost_model_max_samples": 4096})
 
     def test_cost_model_warm_start_and_training_on_request(self):

@@ -43,6 +43,10 @@ from .replay import new_schedule, replay
 from .tvmutil import make_context, physical_cores, runtime_threads, target_num_cores, trace_to_json
 
 
+# how often one round asks MetaSchedule's search again when it proposed measured schedules
+GENERATE_TRIES = 3
+
+
 def _log(msg: str) -> None:
     print(f"tgc_worker: {msg}", file=sys.stderr, flush=True)
 
@@ -177,6 +181,8 @@ class Session:
         self.by_key: dict[str, int] = {}
         # measured batches the cost model has not been updated with: (candidates, results)
         self.untrained: list[tuple[list, list]] = []
+        # structural hashes of the schedules measured as trials (and of the search's picks)
+        self.measured: set[str] = set()
 
     # ---- candidates
 
@@ -241,14 +247,35 @@ class Session:
         search has none left (`exhausted`)."""
         trained_s = self._train()
         t0 = time.perf_counter()
-        generated = self.ctx.generate_measure_candidates()
+        batch, repeats = self._generate(count)
         search_s = round(time.perf_counter() - t0, 4)
-        if not generated:
-            return {"candidates": [], "results": [], "search_s": search_s, "build_s": 0.0, "run_s": 0.0, "trained_s": trained_s}
-        batch = list(generated)[:count]
+        if not batch:
+            return {"candidates": [], "results": [], "search_s": search_s, "build_s": 0.0, "run_s": 0.0, "trained_s": trained_s, "repeats_dropped": repeats}
         ids = [self._add(m.sch, m.sch.trace, m.args_info)[0] for m in batch]
         results, build_s, run_s = self._trials(batch, build_timeout_s)
-        return {"candidates": ids, "results": results, "search_s": search_s, "build_s": build_s, "run_s": run_s, "trained_s": trained_s}
+        return {"candidates": ids, "results": results, "search_s": search_s, "build_s": build_s, "run_s": run_s, "trained_s": trained_s, "repeats_dropped": repeats}
+
+    def _generate(self, count: int) -> tuple[list, int]:
+        """At most `count` candidates of the evolutionary search that were not measured in
+        this session yet, and how many it proposed that were. MetaSchedule's search only
+        remembers what it picked itself, so the seeds measured before it (and only they) come
+        back from the database as its best population; each is dropped, and the search asked
+        again (at most `GENERATE_TRIES` times) while the batch is short."""
+        batch, repeats = [], 0
+        for _ in range(GENERATE_TRIES):
+            generated = self.ctx.generate_measure_candidates()
+            if not generated:
+                break
+            for m in generated:
+                h = str(tvm_ffi.structural_hash(m.sch.mod))
+                if h in self.measured:
+                    repeats += 1
+                elif len(batch) < count:
+                    self.measured.add(h)
+                    batch.append(m)
+            if len(batch) >= count or repeats == 0:
+                break
+        return batch, repeats
 
     def _trials(self, batch: list, build_timeout_s: float) -> tuple[list, float, float]:
         """Build and run `batch` (MeasureCandidates) with the task's evaluator, notify the
@@ -269,6 +296,7 @@ class Session:
             remove_artifacts(inputs)
         results = [ms.runner.RunnerResult(secs, err) for secs, err in outcome]
         self.ctx.notify_runner_results(batch, results)
+        self.measured.update(str(tvm_ffi.structural_hash(m.sch.mod)) for m in batch)
         for m, (secs, _) in zip(batch, outcome):
             self.database.commit_tuning_record(
                 ms.database.TuningRecord(
