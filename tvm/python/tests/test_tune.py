@@ -73,13 +73,14 @@ class TestTune(unittest.TestCase):
         self.assertEqual(sorted(x["candidate"] for x in recs), sorted(r["candidates"] + r2["candidates"]))
         means = [sum(x["run_secs"]) / len(x["run_secs"]) for x in recs]
         self.assertEqual(means, sorted(means))
-        # windows: `repeats` fresh runs each, in the order asked (one id twice)
+        # windows: `repeats` fresh runs each, in the order asked (one id twice), of what the
+        # trials built: nothing is built again
         best, second = recs[0]["candidate"], recs[1]["candidate"]
         ws = w.call("tune_windows", {"session": sid, "candidates": [best, second, best], "repeats": 3, "retries": 0})
         self.assertEqual([len(x["run_secs"]) for x in ws["windows"]], [3, 3, 3], ws)
-        self.assertGreater(ws["build_s"], 0)
+        self.assertEqual((ws["build_s"], [x["build_s"] for x in ws["windows"]]), (0.0, [None] * 3), ws)
         again = w.call("tune_windows", {"session": sid, "candidates": [best], "repeats": 2, "retries": 0})
-        self.assertEqual(again["build_s"], 0.0, "a candidate is built once for its windows")
+        self.assertEqual(again["build_s"], 0.0, "a candidate is built once")
         self.assertEqual(len(again["windows"][0]["run_secs"]), 2)
         closed = w.call("tune_close", {"session": sid, "train": True, "cost_model_max_samples": 4096})
         self.assertEqual((closed["failed_runs"], closed["run_errors"], closed["errors"]), (0, [], []))
@@ -96,8 +97,14 @@ class TestTune(unittest.TestCase):
         m = w.call("tune_measure", {"session": sid, "candidates": ids[:1], "build_timeout_s": 300.0})
         self.assertEqual(len(m["results"]), 1)
         self.assertTrue(m["results"][0]["run_secs"])
-        ws = w.call("tune_windows", {"session": sid, "candidates": ids[:1], "repeats": 3, "retries": 0})
-        self.assertEqual(len(ws["windows"][0]["run_secs"]), 3)
+        # the measured seed's window runs its trial's artifact; a seed not measured as a trial
+        # is built for its window, once
+        ws = w.call("tune_windows", {"session": sid, "candidates": ids[:2], "repeats": 3, "retries": 0})
+        self.assertEqual([len(x["run_secs"]) for x in ws["windows"]], [3, 3], ws)
+        self.assertIsNone(ws["windows"][0]["build_s"], ws)
+        self.assertGreater(ws["windows"][1]["build_s"], 0, ws)
+        again = w.call("tune_windows", {"session": sid, "candidates": ids[1:2], "repeats": 1, "retries": 0})
+        self.assertIsNone(again["windows"][0]["build_s"], again)
         # the database holds what was measured as trials: the one seed
         recs = w.call("tune_records", {"session": sid, "top_k": 32})["records"]
         self.assertEqual([x["candidate"] for x in recs], ids[:1])

@@ -19,8 +19,9 @@ ends the task leaves the cost model untrained on it.
 
 Every candidate has an id, unique in the session: seeds, search candidates and records
 alike, one id per schedule (by its trace), so that a record of the database is the
-candidate it was measured as. A candidate measured in windows is built once; its artifact
-stays until the session closes. One session is open at a time: opening another closes it.
+candidate it was measured as. A candidate is built once: the artifact of its trial (or of
+its first window) stays until the session closes, so the exact-hit check and the
+re-measurement of the best records time what the trial built. One session is open at a time: opening another closes it.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def _log(msg: str) -> None:
 class Candidate:
     """A schedule of the session's task. `sch` is None for a record the database returned
     that was not measured in this session's windows yet (it is replayed from `trace` when
-    it is). `runner_input` is set once the candidate was built for windows."""
+    it is). `runner_input` is set once the candidate was built (for a trial or a window)."""
 
     key: str  # its trace as JSON text
     sch: object | None
@@ -238,7 +239,7 @@ class Session:
             if c.sch is None:
                 raise WorkerError("bad_params", f"candidate {self.by_key[c.key]} is a record, not a schedule to measure as a trial", self.task)
         trained_s = self._train()
-        results, build_s, run_s = self._trials([self._measure_candidate(c) for c in cands], build_timeout_s)
+        results, build_s, run_s = self._trials(cands, [self._measure_candidate(c) for c in cands], build_timeout_s)
         return {"results": results, "build_s": build_s, "run_s": run_s, "trained_s": trained_s}
 
     def search(self, count: int, build_timeout_s: float) -> dict:
@@ -252,7 +253,7 @@ class Session:
         if not batch:
             return {"candidates": [], "results": [], "search_s": search_s, "build_s": 0.0, "run_s": 0.0, "trained_s": trained_s, "repeats_dropped": repeats}
         ids = [self._add(m.sch, m.sch.trace, m.args_info)[0] for m in batch]
-        results, build_s, run_s = self._trials(batch, build_timeout_s)
+        results, build_s, run_s = self._trials([self.candidates[i] for i in ids], batch, build_timeout_s)
         return {"candidates": ids, "results": results, "search_s": search_s, "build_s": build_s, "run_s": run_s, "trained_s": trained_s, "repeats_dropped": repeats}
 
     def _generate(self, count: int) -> tuple[list, int]:
@@ -277,11 +278,13 @@ class Session:
                 break
         return batch, repeats
 
-    def _trials(self, batch: list, build_timeout_s: float) -> tuple[list, float, float]:
-        """Build and run `batch` (MeasureCandidates) with the task's evaluator, notify the
-        search and commit the records, as the task scheduler does; queue the cost model's
-        update. Returns the per-candidate results (each with its build's seconds) and the
-        build and run seconds."""
+    def _trials(self, cands: list, batch: list, build_timeout_s: float) -> tuple[list, float, float]:
+        """Build and run `batch` (the MeasureCandidates of `cands`) with the task's evaluator,
+        notify the search and commit the records, as the task scheduler does; queue the cost
+        model's update. Each built artifact stays with its candidate for later windows (the
+        exact-hit check, the re-measurement of the best records) until the session ends.
+        Returns the per-candidate results (each with its build's seconds) and the build and
+        run seconds."""
         from .pool import build_mods, remove_artifacts
 
         b0, r0 = self.builder.seconds, self.runner.seconds
@@ -293,7 +296,13 @@ class Session:
             for i, res in zip(where, self.runner.measure(inputs, self.evaluator)):
                 outcome[i] = res
         finally:
-            remove_artifacts(inputs)
+            spare = []
+            for i, ri in zip(where, inputs):
+                if cands[i].runner_input is None:
+                    cands[i].runner_input = ri
+                else:
+                    spare.append(ri)
+            remove_artifacts(spare)
         results = [ms.runner.RunnerResult(secs, err) for secs, err in outcome]
         self.ctx.notify_runner_results(batch, results)
         self.measured.update(str(tvm_ffi.structural_hash(m.sch.mod)) for m in batch)
