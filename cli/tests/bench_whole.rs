@@ -9,24 +9,12 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 
-/// Writes a conv+relu model with `c` channels as ONNX, its weight a graph input.
-const ONNX: &str = r#"
-import sys
-from onnx import TensorProto, helper, save
-c = int(sys.argv[2])
-def vi(n, shape):
-    return helper.make_tensor_value_info(n, TensorProto.FLOAT, shape)
-g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
-    helper.make_node("Relu", ["c"], ["y"])], "conv",
-    [vi("x", [1, c, 16, 16]), vi("w", [c, c, 3, 3])], [vi("y", [1, c, 16, 16])])
-save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
-"#;
-
 /// a.onnx (8 channels) and b.onnx (16) in `d`.
 fn write_models(python: &Path, d: &Path) {
     for (name, c) in [("a.onnx", "8"), ("b.onnx", "16")] {
         let out = Command::new(python)
-            .args(["-c", ONNX])
+            .arg(tgc_tvm::worker_dir().join("tests/onnx_models.py"))
+            .arg("conv")
             .arg(d.join(name))
             .arg(c)
             .output()

@@ -553,28 +553,14 @@ fn alternating_rounds_time_two_databases(fixture: &Path, db: &Path, target: &str
     );
 }
 
-/// Writes model B as an ONNX file (its weights graph inputs, as the bundled models have
-/// them) with the venv's `onnx`.
-const ONNX_B: &str = r#"
-import sys
-from onnx import TensorProto, helper, save
-def vi(n, shape):
-    return helper.make_tensor_value_info(n, TensorProto.FLOAT, shape)
-p = {"pads": [1, 1, 1, 1]}
-g = helper.make_graph([helper.make_node("Conv", ["x", "w1"], ["c1"], **p), helper.make_node("Relu", ["c1"], ["r1"]),
-    helper.make_node("Conv", ["r1", "w2"], ["c2"], **p), helper.make_node("Add", ["c2", "x"], ["a"]),
-    helper.make_node("Relu", ["a"], ["y"])], "blocks12",
-    [vi("x", [1, 8, 12, 12]), vi("w1", [8, 8, 3, 3]), vi("w2", [8, 8, 3, 3])], [vi("y", [1, 8, 12, 12])])
-save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
-"#;
-
 /// An ONNX model built with TVM's default schedules and timed beside onnxruntime on the same
 /// file: both latencies and the ratio, printed and in the report.
 fn onnxruntime_beside_tvm(dir: &Path) {
     let onnx = dir.join("b.onnx");
     let python = tgc_tvm::find_python().expect("the pinned TVM venv");
     let out = Command::new(python)
-        .args(["-c", ONNX_B, s(&onnx)])
+        .arg(tgc_tvm::worker_dir().join("tests/onnx_models.py"))
+        .args(["blocks", s(&onnx), "12", "8"])
         .output()
         .expect("python runs");
     assert!(

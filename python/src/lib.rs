@@ -375,7 +375,7 @@ fn tune_json(
 #[pyfunction]
 #[pyo3(signature = (module, model, output, *, target = None, cache = None,
     cache_read_only = false, no_cache = false, measure_candidates = None, check = false,
-    bench = false, work_dir = None))]
+    bench = false, onnxruntime = None, work_dir = None))]
 #[allow(clippy::too_many_arguments)]
 fn build_json(
     py: Python<'_>,
@@ -389,6 +389,7 @@ fn build_json(
     measure_candidates: Option<u64>,
     check: bool,
     bench: bool,
+    onnxruntime: Option<PathBuf>,
     work_dir: Option<PathBuf>,
 ) -> PyResult<(String, Vec<String>, Option<String>)> {
     let defaults = tgc_tune::BuildConfig::new(model, output);
@@ -400,6 +401,7 @@ fn build_json(
         measure_candidates: measure_candidates.unwrap_or(defaults.measure_candidates),
         check,
         bench,
+        onnxruntime,
         work_dir,
         ..defaults
     };

@@ -13,6 +13,7 @@ import tvm
 from tvm import relax
 from tvm.script import relax as R
 
+import support
 import tgc
 
 
@@ -97,8 +98,33 @@ class TestTuneAndBuild(unittest.TestCase):
         self.assertIn("--trials-per-task must be at least 1", str(cm.exception))
 
 
-if __name__ == "__main__":
-    unittest.main()
+class TestBuildBench(unittest.TestCase):
+    """tgc.build(bench=True, onnxruntime=True) on an ONNX file: the library timed beside
+    TVM's default schedules and onnxruntime on the same file and threads."""
+
+    def test_onnxruntime_beside_the_library(self):
+        import sys
+
+        sys.path.insert(0, str(support.ROOT / "tvm" / "python" / "tests"))
+        import onnx_models
+
+        with tempfile.TemporaryDirectory() as d:
+            onnx = Path(d) / "blocks.onnx"
+            onnx_models.blocks(str(onnx), 12, 8)
+            report = tgc.build(onnx, no_cache=True, bench=True, onnxruntime=True,
+                               output=Path(d) / "blocks.so", work_dir=Path(d) / "work")
+            bench = report["bench"]
+            ort = bench["onnxruntime"]
+            self.assertGreater(ort["latency_ms"]["median"], 0, bench)
+            self.assertEqual(ort["latency_ms"]["threads"], bench["latency_ms"]["threads"], bench)
+            self.assertTrue(ort["version"], bench)
+            # onnxruntime times the ONNX file itself, beside a bench
+            with self.assertRaises(tgc.TgcError) as e:
+                tgc.build(onnx, no_cache=True, onnxruntime=True)
+            self.assertIn("needs bench=True", str(e.exception))
+            with self.assertRaises(tgc.TgcError) as e:
+                tgc.build(small_model(), no_cache=True, bench=True, onnxruntime=True)
+            self.assertIn("times an ONNX file", str(e.exception))
 
 
 class TestTuneOptions(unittest.TestCase):
@@ -120,3 +146,7 @@ class TestTuneOptions(unittest.TestCase):
                          trials_per_task=1, measure=False)
             self.assertIn(str(missing), str(e.exception))
             self.assertFalse(missing.exists(), "a read-only run creates nothing")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -225,8 +225,9 @@ def _checked(report: dict, problem: str | None, check: bool) -> dict:
 def build(model, *, target: str = "llvm", cache: str | os.PathLike | Cache | None = None,
           output: str | os.PathLike | None = None, no_cache: bool = False,
           measure_candidates: int | None = None, bench: bool = False,
-          work_dir: str | os.PathLike | None = None, check: bool = False,
-          cache_read_only: bool = False, shapes=None, name: str | None = None):
+          onnxruntime: bool = False, work_dir: str | os.PathLike | None = None,
+          check: bool = False, cache_read_only: bool = False, shapes=None,
+          name: str | None = None):
     """Compiles the deployable ``model`` with the cached schedule per task and a zero-trial
     transfer where no exact record exists: ``tgc build`` (tgc-tune's build). With
     ``output``, writes the library there (and its sidecar ``output + ".json"``) and returns
@@ -234,9 +235,17 @@ def build(model, *, target: str = "llvm", cache: str | os.PathLike | Cache | Non
     loaded with ``tvm.runtime.load_module`` (run it with ``relax.VirtualMachine``).
     ``check``: also build the model untuned and compare the outputs on random inputs (the
     report's ``end_to_end``; a difference raises TgcError); without it the model is built
-    once and nothing runs. ``bench``: time the library and an untuned build."""
+    once and nothing runs. ``bench``: time the library and an untuned build (the report's
+    ``bench``); with ``onnxruntime`` and an ONNX file as ``model``, also onnxruntime on that
+    file, on the same inputs and threads (``bench["onnxruntime"]``)."""
     import tempfile
 
+    if onnxruntime:
+        if not bench:
+            raise TgcError("onnxruntime=True times onnxruntime beside the library: it needs bench=True")
+        if not (isinstance(model, (str, os.PathLike)) and os.fspath(model).endswith(".onnx")
+                and os.path.isfile(model)):
+            raise TgcError(f"{model!s:.80}: onnxruntime=True times an ONNX file (a .onnx model), not this")
     _worker_python()
     m = load(model, shapes=shapes, name=name)
     keep = output is not None
@@ -245,6 +254,7 @@ def build(model, *, target: str = "llvm", cache: str | os.PathLike | Cache | Non
         output = os.path.join(tmp, "model.so")
     opts = dict(target=target, cache=_path(cache), no_cache=no_cache,
                 measure_candidates=measure_candidates, check=check, bench=bench,
+                onnxruntime=os.fspath(model) if onnxruntime else None,
                 work_dir=_path(work_dir), cache_read_only=cache_read_only)
     text, warns, problem = _native.build_json(m, _label(model, name), os.fspath(output), **opts)
     _warn(warns)

@@ -16,6 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
+import onnx_models  # noqa: E402
 from tasks import LLVM, T, conv_task, matmul_task, with_defaults  # noqa: E402
 from worker_client import shared_worker  # noqa: E402
 
@@ -53,27 +54,8 @@ print(json.dumps({"shape": list(outs[0].shape),
 
 
 def write_onnx(path: str, hw: int = HW) -> None:
-    """MODULE as an ONNX file, its weights graph inputs (as the bundled models have them)."""
-    import onnx
-    from onnx import TensorProto, helper
-
-    def inp(name, shape):
-        return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
-
-    pads = {"pads": [1, 1, 1, 1]}
-    graph = helper.make_graph(
-        [
-            helper.make_node("Conv", ["x", "w1"], ["c1"], **pads),
-            helper.make_node("Relu", ["c1"], ["r1"]),
-            helper.make_node("Conv", ["r1", "w2"], ["c2"], **pads),
-            helper.make_node("Add", ["c2", "x"], ["a"]),
-            helper.make_node("Relu", ["a"], ["y"]),
-        ],
-        "blocks",
-        [inp("x", [1, C, hw, hw]), inp("w1", [C, C, 3, 3]), inp("w2", [C, C, 3, 3])],
-        [inp("y", [1, C, hw, hw])],
-    )
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    """MODULE as an ONNX file."""
+    onnx_models.blocks(path, hw, C)
 
 
 class TestArtifact(unittest.TestCase):
