@@ -395,6 +395,105 @@ pub fn import(cache: &mut Cache, dir: &Path, toolchain: &Toolchain) -> Result<Im
     Ok(summary)
 }
 
+/// Stores one record a running MetaSchedule tuner commits (`tgc.ms.Database`): its
+/// workload line `["<hash>", "<base64>"]` and its record `[trace, run_secs, target,
+/// args_info]`, as TVM's `JSONDatabase` writes them, the way an import stores them (under
+/// `source`, measured with `toolchain`). A record that cannot be read is an error naming
+/// the problem; nothing is stored then.
+pub fn commit(
+    cache: &mut Cache,
+    workload_line: &str,
+    record: &str,
+    toolchain: &Toolchain,
+    source: &str,
+) -> Result<PutSummary> {
+    let bad = |what: &str, reason: SkipReason| CacheError::MsDatabase {
+        path: cache.path.clone(),
+        detail: format!("a committed {what}: {}", reason.describe()),
+    };
+    let wl = parse_workload_line(workload_line.as_bytes()).map_err(|r| bad("workload", r))?;
+    let rec = parse_record_line(format!("[0,{record}]").as_bytes())
+        .map_err(|r| bad("tuning record", r))?;
+    let path = cache.path.clone();
+    let mut stored = PutSummary::default();
+    let tx = cache.write_tx()?;
+    {
+        let mut w = Writer::new(&tx, &path)?;
+        w.replace_known = false;
+        let toolchain_id = w.toolchain(toolchain)?;
+        let task_id = w.imported_workload(&wl)?;
+        let target_id = w.target_for(&rec.target, toolchain_id)?;
+        let record = NewRecord {
+            trace: rec.trace,
+            latencies: rec.run_secs,
+            args_info: rec.args_info,
+            provenance: Provenance {
+                source: source.to_string(),
+                ..Provenance::default()
+            },
+        };
+        let group = Group {
+            task_id,
+            target_id,
+            toolchain_id,
+        };
+        w.record(group, &record, &mut stored)?;
+    }
+    tx.commit().at(&path)?;
+    Ok(stored)
+}
+
+/// The records of TVM workload `tvm_hash` (the tgc tasks lowered to it and the imported
+/// workload of that hash) measured with `toolchain`, on `target` when given, best (by mean)
+/// first, each trace once, at most `k`: each as its record `[trace, run_secs, target,
+/// args_info]`, as `JSONDatabase` writes it.
+pub fn top_k(
+    cache: &Cache,
+    tvm_hash: u64,
+    target: Option<&Target>,
+    toolchain: &Toolchain,
+    k: usize,
+) -> Result<Vec<String>> {
+    let path = &cache.path;
+    let tx = cache.conn.begin_read().at(path)?;
+    let Some(toolchain_id) = rows::toolchain_id(&tx, path, toolchain)? else {
+        return Ok(Vec::new());
+    };
+    let target_id: Option<i64> = match target {
+        Some(t) => match rows::resolve_target(&tx, path, t, Some(toolchain_id))? {
+            Some(id) => Some(id),
+            None => return Ok(Vec::new()),
+        },
+        None => None,
+    };
+    type Row = (Vec<u8>, String, String, String, Option<String>);
+    let rows: Vec<Row> = tx
+        .rows(
+            "SELECT tr.digest, tr.trace_json, r.latencies_json, tg.canonical_json, r.args_info_json
+             FROM records r JOIN tasks t ON t.id = r.task_id JOIN traces tr ON tr.id = r.trace_id
+                  JOIN targets tg ON tg.id = r.target_id
+             WHERE t.tvm_hash = ?1 AND r.toolchain_id = ?2 AND (CAST(?3 AS BIGINT) IS NULL OR r.target_id = ?3)
+             ORDER BY r.mean_latency, r.id",
+            args![tvm_hash.to_string(), toolchain_id, target_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )
+        .at(path)?;
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for (digest, trace, run_secs, target, args) in rows {
+        if out.len() == k {
+            break;
+        }
+        if seen.insert(digest) {
+            out.push(format!(
+                "[{trace},{run_secs},{target},{}]",
+                args.as_deref().unwrap_or("null")
+            ));
+        }
+    }
+    Ok(out)
+}
+
 /// Which records an export writes.
 #[derive(Clone, Debug)]
 pub struct ExportOptions {

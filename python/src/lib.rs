@@ -266,6 +266,39 @@ impl Cache {
         let s = tgc_cache::msdb::export(&self.inner, &dir, &opts).map_err(err)?;
         Ok(s.to_string())
     }
+
+    /// `tgc.ms.Database`'s commit: one MetaSchedule record, its workload line and record as
+    /// `JSONDatabase` writes them (`tgc_cache::msdb::commit`), under provenance `source`;
+    /// whether it was stored (false: the cache holds that trace already, or a faster k).
+    #[pyo3(signature = (workload, record, source, toolchain = None))]
+    fn ms_commit(
+        &mut self,
+        workload: &str,
+        record: &str,
+        source: &str,
+        toolchain: Option<&str>,
+    ) -> PyResult<bool> {
+        let toolchain = self::toolchain(toolchain)?;
+        let s = tgc_cache::msdb::commit(&mut self.inner, workload, record, &toolchain, source)
+            .map_err(err)?;
+        Ok(s.inserted + s.replaced > 0)
+    }
+
+    /// `tgc.ms.Database`'s read: the best `k` records of TVM workload `tvm_hash` on
+    /// `target` (TVM's exported target JSON; every target when None), as `JSONDatabase`
+    /// writes a record (`tgc_cache::msdb::top_k`).
+    #[pyo3(signature = (tvm_hash, target = None, k = 1, toolchain = None))]
+    fn ms_top_k(
+        &self,
+        tvm_hash: u64,
+        target: Option<&str>,
+        k: usize,
+        toolchain: Option<&str>,
+    ) -> PyResult<Vec<String>> {
+        let toolchain = self::toolchain(toolchain)?;
+        let target = target.map(Target::parse).transpose().map_err(err)?;
+        tgc_cache::msdb::top_k(&self.inner, tvm_hash, target.as_ref(), &toolchain, k).map_err(err)
+    }
 }
 
 /// Collects the run's warnings for Python (`warnings.warn`), in order.
@@ -481,6 +514,15 @@ fn schedule_plan(
     Ok((SchedulePlan { inner }, warnings))
 }
 
+/// A target as tgc spells it (`llvm`, `llvm-generic`, `cuda` or a JSON config) as the JSON
+/// config the worker resolves into a TVM target.
+#[pyfunction]
+fn target_config(text: &str) -> PyResult<String> {
+    Ok(tgc_passes::target::resolve_target(text)
+        .map_err(err)?
+        .to_string())
+}
+
 /// Where the TVM worker package (`tgc_worker`) of the clone that built this extension lives.
 #[pyfunction]
 fn worker_dir() -> PathBuf {
@@ -507,6 +549,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TgcError", m.py().get_type::<TgcError>())?;
     m.add_class::<Module>()?;
     m.add_class::<Cache>()?;
+    m.add_function(wrap_pyfunction!(target_config, m)?)?;
     m.add_function(wrap_pyfunction!(op_schema, m)?)?;
     m.add_function(wrap_pyfunction!(tasks_json, m)?)?;
     m.add_function(wrap_pyfunction!(similarity_json, m)?)?;

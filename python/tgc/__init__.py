@@ -29,16 +29,16 @@ Module = _native.Module
 
 __all__ = [
     "TgcError", "Module", "load", "from_relax", "relax_text", "tasks", "similarity", "Cache",
-    "tune", "build", "relax",
+    "tune", "build", "relax", "ms",
 ]
 
 
 def __getattr__(name: str):
-    # tgc.relax imports TVM; the rest of the package works without it.
-    if name == "relax":
+    # tgc.relax and tgc.ms import TVM; the rest of the package works without it.
+    if name in ("relax", "ms"):
         import importlib
 
-        return importlib.import_module(".relax", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'tgc' has no attribute {name!r}")
 
 

@@ -1,0 +1,151 @@
+"""tgc.ms.Database against real TVM: stock MetaSchedule (tune_relax, MetaScheduleApplyDatabase)
+reads and writes the tgc cache, and tgc tune and TVM's tuner find each other's records by
+the TVM workload. About a minute."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import sqlite3
+import tempfile
+import unittest
+from pathlib import Path
+
+import tvm
+from tvm import relax
+from tvm.s_tir import meta_schedule as ms
+from tvm.script import relax as R
+
+import tgc
+import tgc.ms
+
+
+def conv_relu(c: int = 8):
+    """conv+relu on 1xcx16x16: one task; the weight is an input."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, c, 16, 16), "float32"))
+    w = relax.Var("w", relax.TensorType((c, c, 3, 3), "float32"))
+    with bb.function("main", [x, w]):
+        with bb.dataflow():
+            out = bb.emit_output(R.nn.relu(R.nn.conv2d(x, w, padding=[1, 1, 1, 1])))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def lowered(mod, target):
+    """What TVM's own pipeline tunes and compiles: legalized, fused PrimFuncs."""
+    with target:
+        return relax.get_pipeline("zero")(mod)
+
+
+def scheduled(mod) -> dict:
+    return {gv.name_hint: bool(f.attrs and f.attrs.get("tirx.is_scheduled"))
+            for gv, f in mod.functions.items() if not isinstance(f, relax.Function)}
+
+
+def commit_half(cache: str, target_json: str, records: list, half: int) -> int:
+    """In another process: a Database on `cache` commits `records[half::2]`."""
+    db = tgc.ms.Database(cache, tvm.target.Target(json.loads(target_json)))
+    wl, bodies = records[0], records[1]
+    workload = db.commit_workload(ms.database.Workload.from_json(wl).mod)
+    for body in bodies[half::2]:
+        db.commit_tuning_record(ms.database.TuningRecord.from_json(body, workload))
+    return len(bodies[half::2])
+
+
+class TestMsDatabase(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.dir = Path(cls.tmp.name)
+        cls.cache = str(cls.dir / "ms.sqlite")
+        cls.db = tgc.ms.Database(cls.cache, "llvm")
+        cls.target = cls.db.target
+        cls.mod = conv_relu()
+        # stock MetaSchedule tunes the model into the tgc cache
+        ms.relax_integration.tune_relax(lowered(cls.mod, cls.target), {}, cls.target,
+                                        str(cls.dir / "ms"), max_trials_global=8,
+                                        num_trials_per_iter=8, database=cls.db)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_stock_tuner_commits_into_the_cache(self):
+        stats = tgc.Cache(self.cache, create=False).stats()
+        self.assertEqual(stats["imported_workloads"], 1, stats)
+        self.assertEqual(len(self.db), 8, "every trial committed")
+        self.assertGreater(stats["records"], 0, stats)
+        self.assertLessEqual(stats["records"], 8, stats)
+        # a fresh Database (another process's view) applies the best record at zero trials
+        fresh = tgc.ms.Database(self.cache, self.target, create=False)
+        with self.target, fresh:
+            applied = relax.transform.MetaScheduleApplyDatabase(enable_warning=True)(lowered(self.mod, self.target))
+        self.assertEqual(scheduled(applied), {"fused_conv2d_relu": True})
+        # only the Database's target: another target finds nothing
+        other = tgc.ms.Database(self.cache, "llvm-generic", create=False)
+        wl = other.commit_workload(_task_mod(self.mod, self.target))
+        self.assertEqual(other.get_top_k(wl, 4), [])
+        self.assertEqual(len(fresh.get_top_k(fresh.commit_workload(_task_mod(self.mod, self.target)), 4)), 4)
+
+    def test_tgc_tune_takes_the_stock_records_as_exact_hits(self):
+        cache = str(self.dir / "copy.sqlite")
+        with sqlite3.connect(self.cache) as src, sqlite3.connect(cache) as dst:
+            src.backup(dst)
+        r = tgc.tune(self.mod, name="convrelu", cache=cache, trials_per_task=4, trials_per_round=4,
+                     population=32, tolerance=3.0, measure=False, work_dir=self.dir / "tgc")
+        (t,) = r["tasks"]
+        self.assertEqual((t["tier"], t["stopped"]), ("tvm-hash", "exact_hit"), t)
+        self.assertEqual(t["seed_source"]["origin"], tgc.ms.SOURCE, t)
+
+    def test_stock_compile_applies_what_tgc_tune_wrote(self):
+        cache = str(self.dir / "tgc.sqlite")
+        mod = conv_relu(16)
+        tgc.tune(mod, name="convrelu16", cache=cache, trials_per_task=4, trials_per_round=4,
+                 population=32, measure=False, work_dir=self.dir / "tgc16")
+        db = tgc.ms.Database(cache, self.target, create=False)
+        with self.target, db:
+            applied = relax.transform.MetaScheduleApplyDatabase(enable_warning=True)(lowered(mod, self.target))
+        self.assertEqual(scheduled(applied), {"fused_conv2d_relu": True})
+
+    def test_two_processes_commit_into_one_cache_and_lose_nothing(self):
+        wl = self.db.commit_workload(_task_mod(self.mod, self.target))
+        recs = self.db.get_top_k(wl, 64)
+        self.assertGreaterEqual(len(recs), 4)
+        payload = (json.loads(json.dumps(tgc.ms._json_safe(wl.as_json()))),
+                   [json.loads(json.dumps(tgc.ms._json_safe(r.as_json()))) for r in recs])
+        cache = str(self.dir / "shared.sqlite")
+        tgc.Cache(cache).stats()  # created before the writers start
+        target_json = json.dumps(tgc.ms._json_safe(self.target.export()))
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(2) as pool:
+            done = pool.starmap(commit_half, [(cache, target_json, payload, 0), (cache, target_json, payload, 1)])
+        self.assertEqual(sum(done), len(recs))
+        self.assertEqual(tgc.Cache(cache, create=False).stats()["records"], len(recs))
+
+    def test_a_failed_candidate_is_not_stored_and_a_bad_record_is_one_error(self):
+        cache = str(self.dir / "bad.sqlite")
+        db = tgc.ms.Database(cache, self.target)
+        wl = self.db.commit_workload(_task_mod(self.mod, self.target))
+        best = self.db.get_top_k(wl, 1)[0]
+        own = db.commit_workload(wl.mod)
+        failed = ms.database.TuningRecord(best.trace, own, [1e10], self.target, best.args_info)
+        db.commit_tuning_record(failed)
+        self.assertEqual(tgc.Cache(cache, create=False).stats()["records"], 0)
+        native = tgc._native.Cache(cache, False)
+        with self.assertRaises(tgc.TgcError) as e:
+            native.ms_commit('["12", "%%%"]', "[]", tgc.ms.SOURCE)
+        self.assertIn(cache, str(e.exception))
+        self.assertIn("base64", str(e.exception))
+        self.assertEqual(tgc.Cache(cache, create=False).stats()["records"], 0)
+
+
+def _task_mod(mod, target):
+    """The fused task's PrimFunc as MetaSchedule's task extraction gives it (its workload)."""
+    (task,) = ms.relax_integration.extract_tasks(lowered(mod, target), target)
+    return task.dispatched[0]
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,121 @@
+"""tgc's cache as a MetaSchedule database, for TVM's own tuner and pipeline.
+
+``Database(cache, target)`` is a ``tvm.s_tir.meta_schedule`` database (a ``PyDatabase``)
+over the tgc cache: what ``ms.relax_integration.tune_relax(..., database=db)``,
+``relax.get_pipeline("static_shape_tuning", ...)`` (through ``Database.current()``) and
+``relax.transform.MetaScheduleApplyDatabase`` read and write::
+
+    from tvm.s_tir import meta_schedule as ms
+    db = tgc.ms.Database("cache.sqlite", target)
+    ms.relax_integration.tune_relax(mod, {}, target, work_dir, 64, database=db)
+    with target, db:
+        mod = relax.transform.MetaScheduleApplyDatabase()(mod)
+
+A workload is found by its TVM structural hash: the records ``tgc tune`` wrote for tasks
+lowered to that workload, the MetaSchedule databases ``tgc cache import`` brought in, and
+what TVM's tuner committed through a ``Database`` before, on ``target`` only, best first.
+Each record TVM commits goes into the cache at once (provenance ``metaschedule``), where
+``tgc tune``, ``tgc build`` and ``tgc cache stats`` see it. A record that cannot be read back
+(a trace the workload no longer replays is TVM's own concern, as with its JSON database) is
+left out of a read; a commit the cache cannot store is an error naming the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import tvm
+import tvm_ffi
+from tvm.s_tir.meta_schedule.database import MemoryDatabase, PyDatabase, TuningRecord, Workload
+from tvm.ir.utils import derived_object
+
+from . import _native
+
+__all__ = ["Database", "SOURCE"]
+
+# The provenance of the records TVM's tuner commits.
+SOURCE = "metaschedule"
+
+
+def _target(target) -> tvm.target.Target:
+    """A tvm Target, or a target as tgc spells it (``llvm``: this machine, as ``tgc tune``
+    resolves it), or a TVM config dict."""
+    if isinstance(target, tvm.target.Target):
+        return target
+    from .relax import _target_text, _worker_measure
+
+    _, tvmutil, WorkerError = _worker_measure()
+    try:
+        return tvmutil.parse_target(json.loads(_native.target_config(_target_text(target))))
+    except WorkerError as e:
+        raise _native.TgcError(e.message) from None
+
+
+def _hash(mod) -> int:
+    return tvm_ffi.structural_hash(mod) & 0xFFFFFFFFFFFFFFFF
+
+
+def _mean(rec: TuningRecord) -> float:
+    secs = [float(x) for x in rec.run_secs or []]
+    return sum(secs) / len(secs) if secs else float("inf")
+
+
+@derived_object
+class Database(PyDatabase):
+    """The tgc cache at ``cache`` (a path or ``postgres://`` URL; default ``$TGC_CACHE``,
+    else the user cache dir) as a MetaSchedule database of ``target``'s records."""
+
+    def __init__(self, cache: str | os.PathLike | None = None, target="llvm", create: bool = True):
+        super().__init__()
+        from . import _path
+
+        self._cache = _native.Cache(_path(cache), create)
+        self.target = _target(target)
+        self._target_json = json.dumps(_json_safe(self.target.export()))
+        # this process's workloads (the cache holds records, not workloads of its own)
+        self._mem = MemoryDatabase()
+        self._committed: list[TuningRecord] = []
+
+    @property
+    def path(self):
+        return self._cache.path
+
+    def has_workload(self, mod: tvm.IRModule) -> bool:
+        return self._mem.has_workload(mod) or bool(self._cache.ms_top_k(_hash(mod), self._target_json, 1))
+
+    def commit_workload(self, mod: tvm.IRModule) -> Workload:
+        return self._mem.commit_workload(mod)
+
+    def commit_tuning_record(self, record: TuningRecord) -> None:
+        self._committed.append(record)
+        if not record.run_secs or _mean(record) >= 1e9:
+            return  # a failed candidate (MetaSchedule's 1e10): nothing for the cache
+        workload = json.dumps(_json_safe(record.workload.as_json()))
+        self._cache.ms_commit(workload, json.dumps(_json_safe(record.as_json())), SOURCE)
+
+    def get_top_k(self, workload: Workload, top_k: int) -> list[TuningRecord]:
+        """The cache's best `top_k` valid records of the workload on the target (this
+        process's commits among them), each trace once."""
+        if top_k <= 0:
+            return []
+        found = []
+        for text in self._cache.ms_top_k(_hash(workload.mod), self._target_json, top_k):
+            try:
+                found.append(TuningRecord.from_json(json.loads(text), workload))
+            except Exception:  # noqa: BLE001 - a record TVM cannot read back is left out
+                continue
+        return found
+
+    def get_all_tuning_records(self) -> list[TuningRecord]:
+        """The records this Database committed, failed candidates included."""
+        return list(self._committed)
+
+    def __len__(self) -> int:
+        return len(self._committed)
+
+
+def _json_safe(v):
+    from .relax import _json_safe as safe
+
+    return safe(v)
