@@ -468,7 +468,122 @@ fn an_export_for_some_workloads_writes_only_their_records(b: Backend) {
     assert_eq!((s.workloads, s.records), (0, 0));
 }
 
+/// What a running MetaSchedule tuner commits (`tgc.ms.Database`) is read back by its
+/// workload's hash, on its target only, best first, each trace once; an unreadable record
+/// is an error naming the cache, and stores nothing.
+fn committed_records_are_read_back_by_workload_and_target(b: Backend) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_server, mut cache) = temp_cache(tmp.path(), b);
+    let workloads = lines(&fixture().join(WORKLOAD_FILE));
+    let records: Vec<Value> = lines(&fixture().join(RECORD_FILE))
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // the first workload with two valid records
+    let (index, mine) = (0..workloads.len())
+        .map(|i| {
+            let valid: Vec<Value> = records
+                .iter()
+                .filter(|r| {
+                    r[0] == i
+                        && r[1][1]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .any(|x| x.as_f64().unwrap() < 1e9)
+                })
+                .map(|r| r[1].clone())
+                .collect();
+            (i, valid)
+        })
+        .find(|(_, v)| v.len() >= 2)
+        .expect("a workload with two records");
+    let hash: u64 = serde_json::from_str::<Value>(&workloads[index]).unwrap()[0]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let tc = Toolchain::pinned();
+    for body in &mine {
+        let s = msdb::commit(
+            &mut cache,
+            &workloads[index],
+            &body.to_string(),
+            &tc,
+            "metaschedule",
+        )
+        .unwrap();
+        assert_eq!(s.inserted, 1);
+    }
+    // the same record again is no new record
+    let again = msdb::commit(
+        &mut cache,
+        &workloads[index],
+        &mine[0].to_string(),
+        &tc,
+        "metaschedule",
+    )
+    .unwrap();
+    assert_eq!(again.inserted + again.replaced, 0);
+    let target = Target::from_json(&mine[0][2]).unwrap();
+    let got = msdb::top_k(&cache, hash, Some(&target), &tc, 64).unwrap();
+    assert_eq!(got.len(), mine.len());
+    let means: Vec<f64> = got
+        .iter()
+        .map(|t| {
+            let v: Value = serde_json::from_str(t).unwrap();
+            let xs: Vec<f64> = v[1]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap())
+                .collect();
+            xs.iter().sum::<f64>() / xs.len() as f64
+        })
+        .collect();
+    assert!(
+        means.windows(2).all(|w| w[0] <= w[1]),
+        "best first: {means:?}"
+    );
+    assert_eq!(
+        msdb::top_k(&cache, hash, Some(&target), &tc, 1)
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        msdb::top_k(&cache, hash, None, &tc, 64).unwrap().len(),
+        mine.len()
+    );
+    let other = Target::from_json(
+        &serde_json::json!({"kind": "llvm", "mcpu": "not-this-one", "num-cores": 3}),
+    )
+    .unwrap();
+    assert!(msdb::top_k(&cache, hash, Some(&other), &tc, 64)
+        .unwrap()
+        .is_empty());
+    assert!(msdb::top_k(&cache, hash ^ 1, None, &tc, 64)
+        .unwrap()
+        .is_empty());
+    let e = msdb::commit(&mut cache, "[\"12\", \"%%%\"]", "[]", &tc, "metaschedule")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("base64") && !e.contains('\n'), "{e}");
+    let e = msdb::commit(
+        &mut cache,
+        &workloads[index],
+        "[[], [1e10], {\"kind\": \"llvm\"}, null]",
+        &tc,
+        "metaschedule",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("tuning record"), "{e}");
+    assert_eq!(cache.stats().unwrap().records, mine.len() as u64);
+}
+
 support::on_both_backends!(
+    committed_records_are_read_back_by_workload_and_target,
     imports_the_fixture_databases,
     imported_workloads_link_to_tgc_tasks_by_tvm_hash,
     damaged_lines_are_counted_and_skipped_with_their_place,
