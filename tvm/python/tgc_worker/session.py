@@ -21,7 +21,9 @@ Every candidate has an id, unique in the session: seeds, search candidates and r
 alike, one id per schedule (by its trace), so that a record of the database is the
 candidate it was measured as. A candidate is built once: the artifact of its trial (or of
 its first window) stays until the session closes, so the exact-hit check and the
-re-measurement of the best records time what the trial built. One session is open at a time: opening another closes it.
+re-measurement of the best records time what the trial built. A schedule is measured as a
+trial once: the search's proposals of measured ones are dropped. One session is open at a
+time: opening another closes it.
 """
 
 from __future__ import annotations
@@ -259,9 +261,9 @@ class Session:
     def _generate(self, count: int) -> tuple[list, int]:
         """At most `count` candidates of the evolutionary search that were not measured in
         this session yet, and how many it proposed that were. MetaSchedule's search only
-        remembers what it picked itself, so the seeds measured before it (and only they) come
-        back from the database as its best population; each is dropped, and the search asked
-        again (at most `GENERATE_TRIES` times) while the batch is short."""
+        remembers what it picked itself, so the seeds measured before it come back from the
+        database as its best population; each is dropped, and the search asked again (at
+        most `GENERATE_TRIES` times) while the batch is short."""
         batch, repeats = [], 0
         for _ in range(GENERATE_TRIES):
             generated = self.ctx.generate_measure_candidates()
