@@ -89,6 +89,8 @@ fn a_cold_run_writes_back(first: &Value) -> u64 {
         assert!(t["records_written"].as_u64().unwrap() >= 1, "{t}");
         // these builds take seconds: the build guard kills none
         assert_eq!(t["builds_killed"], 0, "{t}");
+        // a cold task measures no seeds, so its search proposes nothing measured
+        assert_eq!(t["repeats_dropped"], 0, "{t}");
         let history = t["history"].as_array().expect("history");
         let last = history.last().expect("at least one measured batch");
         assert_eq!(last["trials"], t["trials"], "{t}");
