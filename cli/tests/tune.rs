@@ -450,8 +450,8 @@ fn a_run_budget_keeps_exact_hits_that_a_cold_run_would_not_search_longer() {
     );
     // A cold run of N trials gives each task N times its part of the summed latencies (one
     // occurrence each). The two tasks differ by an add, but 12 trials of search leave their
-    // bests apart by a random factor (1.1-3.4x seen): N is chosen from the heavier task's
-    // part `f` (at least a half).
+    // bests apart by a random factor (1.1-3.4x seen, 75x under load): N is chosen from the
+    // heavier task's part `f` (at least a half).
     let bests: Vec<f64> = first["tasks"]
         .as_array()
         .expect("tasks")
