@@ -370,24 +370,12 @@ pub fn import(cache: &mut Cache, dir: &Path, toolchain: &Toolchain) -> Result<Im
             };
             summary.record_lines += 1;
             used.insert(task_id);
-            let record = NewRecord {
-                trace: rec.trace,
-                latencies: rec.run_secs,
-                args_info: rec.args_info,
-                provenance: Provenance {
-                    source: source.clone(),
-                    ..Provenance::default()
-                },
+            let group = Group {
+                task_id,
+                target_id,
+                toolchain_id,
             };
-            w.record(
-                Group {
-                    task_id,
-                    target_id,
-                    toolchain_id,
-                },
-                &record,
-                &mut summary.stored,
-            )
+            store_record(&mut w, group, rec, &source, &mut summary.stored)
         })?;
         summary.workloads = used.len();
     }
@@ -421,26 +409,36 @@ pub fn commit(
         let mut w = Writer::new(&tx, &path)?;
         w.replace_known = false;
         let toolchain_id = w.toolchain(toolchain)?;
-        let task_id = w.imported_workload(&wl)?;
-        let target_id = w.target_for(&rec.target, toolchain_id)?;
-        let record = NewRecord {
-            trace: rec.trace,
-            latencies: rec.run_secs,
-            args_info: rec.args_info,
-            provenance: Provenance {
-                source: source.to_string(),
-                ..Provenance::default()
-            },
-        };
         let group = Group {
-            task_id,
-            target_id,
+            task_id: w.imported_workload(&wl)?,
+            target_id: w.target_for(&rec.target, toolchain_id)?,
             toolchain_id,
         };
-        w.record(group, &record, &mut stored)?;
+        store_record(&mut w, group, rec, source, &mut stored)?;
     }
     tx.commit().at(&path)?;
     Ok(stored)
+}
+
+/// A MetaSchedule record stored in `group` with provenance `source` (an import's or a
+/// commit's).
+fn store_record(
+    w: &mut Writer,
+    group: Group,
+    rec: RecordLine,
+    source: &str,
+    stored: &mut PutSummary,
+) -> Result<()> {
+    let record = NewRecord {
+        trace: rec.trace,
+        latencies: rec.run_secs,
+        args_info: rec.args_info,
+        provenance: Provenance {
+            source: source.to_string(),
+            ..Provenance::default()
+        },
+    };
+    w.record(group, &record, stored)
 }
 
 /// The records of TVM workload `tvm_hash` (the tgc tasks lowered to it and the imported

@@ -1,9 +1,9 @@
 """tgc's cache as a MetaSchedule database, for TVM's own tuner and pipeline.
 
 ``Database(cache, target)`` is a ``tvm.s_tir.meta_schedule`` database (a ``PyDatabase``)
-over the tgc cache: what ``ms.relax_integration.tune_relax(..., database=db)``,
-``relax.get_pipeline("static_shape_tuning", ...)`` (through ``Database.current()``) and
-``relax.transform.MetaScheduleApplyDatabase`` read and write::
+over the tgc cache: what ``ms.relax_integration.tune_relax(..., database=db)`` and
+``relax.transform.MetaScheduleApplyDatabase`` (through ``Database.current()``) read and
+write::
 
     from tvm.s_tir import meta_schedule as ms
     db = tgc.ms.Database("cache.sqlite", target)
@@ -31,6 +31,7 @@ from tvm.s_tir.meta_schedule.database import MemoryDatabase, PyDatabase, TuningR
 from tvm.ir.utils import derived_object
 
 from . import _native
+from .relax import _json_safe, _target_text, _worker_measure
 
 __all__ = ["Database", "SOURCE"]
 
@@ -43,8 +44,6 @@ def _target(target) -> tvm.target.Target:
     resolves it), or a TVM config dict."""
     if isinstance(target, tvm.target.Target):
         return target
-    from .relax import _target_text, _worker_measure
-
     _, tvmutil, WorkerError = _worker_measure()
     try:
         return tvmutil.parse_target(json.loads(_native.target_config(_target_text(target))))
@@ -113,9 +112,3 @@ class Database(PyDatabase):
 
     def __len__(self) -> int:
         return len(self._committed)
-
-
-def _json_safe(v):
-    from .relax import _json_safe as safe
-
-    return safe(v)
