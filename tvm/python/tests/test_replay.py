@@ -118,6 +118,41 @@ class TestReplay(unittest.TestCase):
             self.assertNotIn("\n", resp["error"]["message"])
         self.assertEqual(len(replay(dst, LLVM, traces[:1])), 1)
 
+    def test_blocks_named_after_another_imports_tensors(self):
+        # TVM names a reduction block after its input: stock TVM's import of a model calls
+        # it `lv293_red` where tgc's workload (parameters named by position) has `p0_red`.
+        # A trace of the one replays on the other, the same schedule; a name with no unique
+        # counterpart is not guessed.
+        from tvm import te, topi
+        from tvm.s_tir import Trace
+
+        from tgc_worker.lower import normalize_mod
+        from tgc_worker.replay import new_schedule, replay, sample_traces, with_workload_block_names
+        from tgc_worker.tvmutil import make_context, parse_target
+
+        def mean(name):
+            x = te.placeholder((1, 64, 7, 7), name=name)
+            y = topi.divide(topi.sum(x, axis=[2, 3], keepdims=True), 49.0)
+            return normalize_mod(te.create_prim_func([x, y]))
+
+        theirs, ours = mean("lv293"), mean("p0")
+        target = parse_target(LLVM)
+        ctx = make_context(theirs, target, "mean")
+        traces, _ = sample_traces(ctx, 3, seed=7, max_attempts=40)
+        self.assertGreaterEqual(len(traces), 2)
+        postprocs = list(make_context(ours, target, "mean").space_generator.postprocs)
+        for tj in traces:
+            with self.assertRaises(Exception):  # as it is, the trace names a missing block
+                Trace.apply_json_to_schedule(tj, new_schedule(ours))
+            res = replay(ours, target, postprocs, tj)
+            self.assertEqual((res.ok, res.mode), (True, "exact"), res.error)
+            mine = replay(theirs, target, postprocs, tj).sch
+            self.assertEqual(str(res.sch.mod["main"].body), str(mine.mod["main"].body).replace("lv293", "p0"))
+        odd = [[[k, i, ["x_y_red", *a[1:]] if a and a[0] == "lv293_red" else a, o]
+                for k, i, a, o in traces[0][0]], traces[0][1]]
+        self.assertIsNone(with_workload_block_names(odd, ours))
+        self.assertFalse(replay(ours, target, postprocs, odd).ok)
+
     def test_cuda_without_gpu(self):
         w = shared_worker()
         task = conv_task("fused_conv2d_add_relu")
