@@ -379,7 +379,8 @@ fn edit_plan(ir: &str, task: &str, plan: &str) -> String {
 /// An exact plan's check, whatever the machine's load made of it: the hit may end the task
 /// (its record has enough search behind it) and is measured alone first; a hit that held
 /// ended the task on that one trial and replaced no stored record; one that did not had
-/// every window of the check (the control's included) and searched on.
+/// every window of the check (the control's included) and searched on, unless its budget
+/// was that one trial.
 fn assert_exact_check(t: &Value) {
     assert!(
         t["plan"]["cached_latency_s"].is_f64(),
@@ -405,7 +406,10 @@ fn assert_exact_check(t: &Value) {
                 .expect("exact_windows"),
             "a miss had every window of the check: {t}"
         );
-        assert!(t["trials"].as_u64().unwrap() > 1, "{t}");
+        assert!(
+            t["trials"].as_u64().unwrap() > 1 || t["stopped"] == "budget",
+            "{t}"
+        );
     }
 }
 
