@@ -43,8 +43,11 @@ fn tvm_kind(op: &str) -> &str {
 }
 
 fn partitioned(model: &str) -> Module {
-    let path = root().join("models").join(model);
-    let mut m = tgc_ir::onnx::import_file(&path, &[]).expect("model imports");
+    partitioned_file(&root().join("models").join(model))
+}
+
+fn partitioned_file(path: &std::path::Path) -> Module {
+    let mut m = tgc_ir::onnx::import_file(path, &[]).expect("model imports");
     let mut pm = PassManager::new(Instrumentation::default());
     tgc_pipelines::build_pipeline("partition{order=program},canonicalize", &mut pm)
         .expect("pipeline");
@@ -400,16 +403,12 @@ fn exact_keys_imply_tvm_hashes_inceptionv3() {
 
 /// The worker's lowering of every call site's task hashes exactly like TVM's own task for
 /// that site (the fixture's structural hash), on every bundled model: the same MetaSchedule
-/// workloads, single-op tasks (which TVM leaves unfused, `op_pattern` attribute included)
-/// and operand order of commutative ops included. This is what lets databases made by stock
-/// TVM seed tgc and tgc's exports serve stock TVM. The one exception is a task with a
-/// `clip`, see below.
+/// workloads, single-op tasks (which TVM leaves unfused, `op_pattern` attribute included),
+/// operand order of commutative ops and Clip's bound tensors included. This is what lets
+/// databases made by stock TVM seed tgc and tgc's exports serve stock TVM.
 #[test]
 fn our_lowering_hashes_like_tvms_tasks() {
-    let dir = std::env::temp_dir().join(format!("tgc-lower-hash-{}", std::process::id()));
-    let mut worker = tgc_tvm::Worker::start(tgc_tvm::WorkerConfig::new(dir.join("worker.log")))
-        .expect("worker starts");
-    let target = serde_json::json!({ "kind": "llvm", "num-cores": 2 });
+    let (dir, mut worker) = lowering_worker("tgc-lower-hash");
     let mut all = Vec::new();
     for model in [
         "keras-resnet50.onnx",
@@ -417,67 +416,104 @@ fn our_lowering_hashes_like_tvms_tasks() {
         "keras-densenet121.onnx",
         "keras-inceptionv3.onnx",
     ] {
-        let m = partitioned(model);
-        let theirs = tvm_call_sites(&fixture(model));
-        let main = m.function("main").expect("main");
-        assert_eq!(main.bindings.len(), theirs.len(), "{model}: call sites");
-        // Call sites of one task JSON (names aside) lower once.
-        let mut hash_of: BTreeMap<String, String> = BTreeMap::new();
-        let mut mismatches = Vec::new();
-        for (b, (tvm_name, tvm_hash, _)) in main.bindings.iter().zip(&theirs) {
-            let Callee::Func(name) = &b.callee else {
-                panic!("unfused op left in main")
-            };
-            let f = m.function(name).expect("callee");
-            let mut task = tgc_tvm::task_json(f).expect("task JSON");
-            task["name"] = Value::from("t");
-            for p in task["params"].as_array_mut().expect("params") {
-                p["name"] = Value::from("p");
-            }
-            let text = task.to_string();
-            let ours = match hash_of.get(&text) {
-                Some(h) => h.clone(),
-                None => {
-                    let lowered = worker
-                        .call(
-                            "lower",
-                            serde_json::json!({ "task": task, "target": target }),
-                            Some(name),
-                        )
-                        .unwrap_or_else(|e| panic!("{model} {name}: {e}"));
-                    let h = lowered["structural_hash"]
-                        .as_str()
-                        .expect("hash")
-                        .to_string();
-                    hash_of.insert(text, h.clone());
-                    h
-                }
-            };
-            let clip = f
-                .bindings
-                .iter()
-                .any(|b| b.callee.op().is_some_and(|op| op.name() == "clip"));
-            if clip {
-                // TVM's frontend writes ONNX Clip (opset >= 11) as TE maximum/minimum
-                // calls that read the bounds from rank-0 constant buffers; tgc imports it
-                // as Relax's clip with the bounds as attributes: same values, another
-                // workload, so stock databases do not seed these tasks.
-                assert_ne!(&ours, tvm_hash, "{model} {name}: clip matched after all");
-                continue;
-            }
-            if &ours != tvm_hash {
-                mismatches.push(format!("{name} (TVM {tvm_name})"));
-            }
-        }
-        if !mismatches.is_empty() {
-            all.push(format!(
-                "{model}: {} of {}: {mismatches:?}",
-                mismatches.len(),
-                theirs.len()
-            ));
-        }
+        all.extend(lowering_mismatches(&mut worker, model, &partitioned(model), &fixture(model)));
     }
     assert!(all.is_empty(), "workloads that differ from TVM's: {all:#?}");
     worker.shutdown().expect("worker stops");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every way ONNX clamps hashes like TVM's task: Clip with both bounds and with the min only
+/// (opset 17: rank-0 bound tensors that TVM reads with TE maximum/minimum; opset 10:
+/// attributes, written into the TIR), HardSigmoid and HardSwish (Relax's clip inside). TVM's
+/// side is computed here by the reference analysis (`python -m tgc_tvm_ref`).
+#[test]
+fn every_onnx_clamp_hashes_like_tvms_task() {
+    let (dir, mut worker) = lowering_worker("tgc-lower-clips");
+    let python = tvm_python();
+    let script = root().join("tvm/python/tests/onnx_models.py");
+    let mut all = Vec::new();
+    for opset in ["10", "17"] {
+        let model = dir.join(format!("clips{opset}.onnx"));
+        let json = dir.join(format!("clips{opset}.json"));
+        let run = |args: &[&std::ffi::OsStr]| {
+            let status = std::process::Command::new(&python)
+                .args(args)
+                .env("PYTHONPATH", root().join("tvm/python"))
+                .status()
+                .expect("python runs");
+            assert!(status.success(), "{args:?}");
+        };
+        run(&[script.as_os_str(), "clips".as_ref(), model.as_os_str(), opset.as_ref()]);
+        run(&["-m".as_ref(), "tgc_tvm_ref".as_ref(), model.as_os_str(), "--json".as_ref(), json.as_os_str()]);
+        let theirs: Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).expect("analysis")).expect("JSON");
+        let want = if opset == "10" { 3 } else { 4 };
+        assert_eq!(theirs["tasks"].as_array().expect("tasks").len(), want, "opset {opset}");
+        let label = format!("clips, opset {opset}");
+        all.extend(lowering_mismatches(&mut worker, &label, &partitioned_file(&model), &theirs));
+    }
+    assert!(all.is_empty(), "workloads that differ from TVM's: {all:#?}");
+    worker.shutdown().expect("worker stops");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn lowering_worker(prefix: &str) -> (PathBuf, tgc_tvm::Worker) {
+    let dir = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let worker = tgc_tvm::Worker::start(tgc_tvm::WorkerConfig::new(dir.join("worker.log")))
+        .expect("worker starts");
+    (dir, worker)
+}
+
+/// The call sites of `m` whose task the worker lowers to another workload than TVM's task
+/// for that site in `fixture` (one line naming them, or nothing).
+fn lowering_mismatches(
+    worker: &mut tgc_tvm::Worker,
+    model: &str,
+    m: &Module,
+    fixture: &Value,
+) -> Option<String> {
+    let target = serde_json::json!({ "kind": "llvm", "num-cores": 2 });
+    let theirs = tvm_call_sites(fixture);
+    let main = m.function("main").expect("main");
+    assert_eq!(main.bindings.len(), theirs.len(), "{model}: call sites");
+    // Call sites of one task JSON (names aside) lower once.
+    let mut hash_of: BTreeMap<String, String> = BTreeMap::new();
+    let mut mismatches = Vec::new();
+    for (b, (tvm_name, tvm_hash, _)) in main.bindings.iter().zip(&theirs) {
+        let Callee::Func(name) = &b.callee else {
+            panic!("unfused op left in main")
+        };
+        let f = m.function(name).expect("callee");
+        let mut task = tgc_tvm::task_json(f).expect("task JSON");
+        task["name"] = Value::from("t");
+        for p in task["params"].as_array_mut().expect("params") {
+            p["name"] = Value::from("p");
+        }
+        let text = task.to_string();
+        let ours = match hash_of.get(&text) {
+            Some(h) => h.clone(),
+            None => {
+                let lowered = worker
+                    .call(
+                        "lower",
+                        serde_json::json!({ "task": task, "target": target }),
+                        Some(name),
+                    )
+                    .unwrap_or_else(|e| panic!("{model} {name}: {e}"));
+                let h = lowered["structural_hash"]
+                    .as_str()
+                    .expect("hash")
+                    .to_string();
+                hash_of.insert(text, h.clone());
+                h
+            }
+        };
+        if &ours != tvm_hash {
+            mismatches.push(format!("{name} (TVM {tvm_name})"));
+        }
+    }
+    (!mismatches.is_empty())
+        .then(|| format!("{model}: {} of {}: {mismatches:?}", mismatches.len(), theirs.len()))
 }

@@ -610,3 +610,86 @@ fn onnxruntime_beside_tvm(dir: &Path) {
     ]);
     assert!(e.contains("b.tgc") && e.contains("ONNX file"), "{e}");
 }
+
+/// Issue 31.1 through both doors: every way ONNX clamps (Clip with bound tensors, Clip with
+/// the min only, HardSigmoid, HardSwish) lowers to the workload stock TVM tunes. A database
+/// that stock TVM wrote for every task of the model (its own import and pipeline,
+/// `ms.tune_tasks`; `cli/tests/stock_ms_db.py --all-tasks`) gives `tgc build` an exact
+/// record for every task once imported, and tgc's export of the model's records schedules
+/// every one of TVM's tasks in stock `compile_relax` (none keeps a default schedule).
+#[test]
+fn a_stock_database_of_every_clamp_builds_exact_and_exports_back() {
+    let dir = std::env::temp_dir().join(format!("tgc-clamps-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let python = tgc_tvm::find_python().expect("the TVM venv");
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let run = |args: &[&str]| {
+        let out = Command::new(&python)
+            .args(args)
+            .env("PYTHONPATH", tgc_tvm::worker_dir())
+            .output()
+            .expect("python runs");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let model = dir.join("clips.onnx");
+    let writer = repo.join("tvm/python/tests/onnx_models.py");
+    run(&[s(&writer), "clips", s(&model), "17"]);
+    let msdb = dir.join("msdb");
+    let stock = repo.join("cli/tests/stock_ms_db.py");
+    run(&[s(&stock), s(&model), s(&msdb), "--all-tasks", "--trials", "2"]);
+    let manifest = read_json(&msdb.join("manifest.json"));
+    let stock_hashes: Vec<&str> = manifest["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .map(|t| t["workload_hash"].as_str().expect("hash"))
+        .collect();
+    assert_eq!(stock_hashes.len(), 4, "{manifest}");
+
+    let cache = dir.join("cache.sqlite");
+    ok(&["cache", "import", s(&msdb), "--cache", s(&cache)]);
+    let target = r#"{"kind":"llvm","num-cores":2}"#;
+    let report = build(
+        &dir,
+        s(&model),
+        "clips.so",
+        &["--cache", s(&cache), "--target", target],
+    );
+    let tasks = tasks_of(&report);
+    assert_eq!(tasks.len(), 4, "{report}");
+    for t in tasks {
+        assert_eq!(t["plan_tier"], "tvm-hash", "found by TVM's workload hash: {t}");
+        assert_eq!(t["tier"], "exact", "{t}");
+        assert_eq!(t["source"]["kind"], "metaschedule-import", "{t}");
+        let hash = t["workload_hash"].as_str().expect("hash");
+        assert!(stock_hashes.contains(&hash), "{t}");
+    }
+
+    let db = dir.join("export");
+    ok(&[
+        "cache",
+        "export",
+        s(&db),
+        "--cache",
+        s(&cache),
+        "--model",
+        s(&model),
+    ]);
+    let applied = stock_apply(&[s(&model), s(&db), "--target", target]);
+    assert_eq!(applied["tasks_extracted"], 4, "{applied}");
+    assert_eq!(applied["tasks_with_records"], 4, "{applied}");
+    assert!(
+        applied["scheduled_from_database"]
+            .as_array()
+            .expect("scheduled")
+            .len()
+            >= 4,
+        "{applied}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

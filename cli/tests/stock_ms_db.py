@@ -3,11 +3,13 @@
 Imports an ONNX model with TVM's own frontend and pipeline (from_onnx, DecomposeOpsForInference,
 LegalizeOps, AnnotateTIROpPattern, FoldConstant, FuseOps, FuseTIR), extracts MetaSchedule's
 tasks, and tunes the task of the largest weight (the most frequent; it must be the only one of
-that weight) with `ms.tune_tasks` for a few trials into a JSON database:
+that weight), or with `--all-tasks` every task, with `ms.tune_tasks` for a few trials each
+into a JSON database:
 
     <out>/database_workload.json
     <out>/database_tuning_record.json
-    <out>/manifest.json   (task name, weight, workload hash, valid records, target)
+    <out>/manifest.json   (task name, weight, workload hash, valid records, target; with
+                           --all-tasks `tasks`, each task's name, weight and workload hash)
 
     PYTHONPATH=tvm/python $TGC_PYTHON cli/tests/stock_ms_db.py models/keras-densenet121.onnx OUT
 
@@ -32,6 +34,7 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=1)
     parser.add_argument("--num-cores", type=int, default=2)
     parser.add_argument("--build-timeout", type=float, default=1800.0)
+    parser.add_argument("--all-tasks", action="store_true", help="tune every task, --trials each")
     args = parser.parse_args()
 
     import onnx
@@ -67,12 +70,12 @@ def main() -> int:
     target = tvm.target.Target({"kind": "llvm", "num-cores": args.num_cores})
     tasks = ms.relax_integration.extract_tasks(mod, target)
     top = max(int(t.weight) for t in tasks)
-    chosen = [t for t in tasks if int(t.weight) == top]
-    if len(chosen) != 1:
+    chosen = tasks if args.all_tasks else [t for t in tasks if int(t.weight) == top]
+    if len(chosen) != 1 and not args.all_tasks:
         names = ", ".join(t.task_name for t in chosen)
         print(f"{args.model}: {len(chosen)} tasks share the largest weight {top}: {names}", file=sys.stderr)
         return 1
-    task = chosen[0]
+    task = max(chosen, key=lambda t: int(t.weight))
 
     from tgc_worker.tvmutil import ensure_tensor_intrin
 
@@ -80,7 +83,7 @@ def main() -> int:
     work = tempfile.mkdtemp(prefix="tgc-stock-ms-")
     try:
         contexts, task_weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-            [task],
+            chosen,
             work,
             strategy=ms.search_strategy.EvolutionarySearch(
                 population_size=32, init_min_unmeasured=8, genetic_num_iters=1
@@ -92,14 +95,15 @@ def main() -> int:
             tasks=contexts,
             task_weights=task_weights,
             work_dir=work,
-            max_trials_global=args.trials,
+            max_trials_global=args.trials * len(chosen),
             num_trials_per_iter=args.trials,
             builder=ms.builder.LocalBuilder(timeout_sec=args.build_timeout),
             runner=ms.runner.LocalRunner(),
             database="json",
             cost_model="random",
         )
-        workload_hash = str(database.commit_workload(task.mod).as_json()[0])
+        hashes = [str(database.commit_workload(t.mod).as_json()[0]) for t in chosen]
+        workload_hash = hashes[chosen.index(task)]
         shutil.rmtree(args.out, ignore_errors=True)
         os.makedirs(args.out)
         for f in ("database_workload.json", "database_tuning_record.json"):
@@ -119,6 +123,11 @@ def main() -> int:
         "target": records[0][1][2] if records else None,
         "tvm_version": tvm.__version__,
     }
+    if args.all_tasks:
+        manifest["tasks"] = [
+            {"task": t.task_name, "weight": int(t.weight), "workload_hash": h}
+            for t, h in zip(chosen, hashes)
+        ]
     with open(os.path.join(args.out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=2, sort_keys=True)
         f.write("\n")

@@ -13,8 +13,9 @@ importer produces, so the same model gives the same tasks and keys by either rou
 
 - ``call_tir`` of the TE functions ``from_onnx`` emits for ``Clip`` and ``Pad``
   (``topi.maximum``/``topi.minimum`` with a scalar bound, ``topi.nn.pad``) become
-  ``maximum``/``minimum``/``nn.pad``, read from the PrimFunc's single block; a
-  ``minimum(maximum(x, lo), hi)`` with constant bounds is ``clip {min = lo, max = hi}``.
+  ``maximum``/``minimum``/``nn.pad``, read from the PrimFunc's single block; with constant
+  bounds they are ``clip {min = lo, max = hi, tensor_bounds = true}`` (one clip for a
+  ``minimum(maximum(x, lo), hi)``, an infinite bound for a lone one).
 - Ops whose operands are all small constants are evaluated here, as tgc's importer folds
   them: the NaN guards ``where(isnan(c), inf, c)`` of ``Clip``'s bounds, a Conv bias
   reshaped for broadcasting.
@@ -165,6 +166,8 @@ class _Converter:
         # (after the function's own).
         self.lifted: list = []
         self.lines: list[str] = []
+        # results of the TE maximum/minimum from_onnx writes for Clip (see peephole_clip)
+        self.te_clamps: set[str] = set()
         self.names: set[str] = set()
         # Relax Var -> a tgc value name, a _Const, or a tuple of those.
         self.env: dict[Any, Any] = {}
@@ -456,7 +459,9 @@ class _Converter:
         value = store.value
         if isinstance(value, (P.Max, P.Min)) and len(args) == 2:
             op = "maximum" if isinstance(value, P.Max) else "minimum"
-            return self.emit(op, args, {}, results, var.name)[0]
+            name = self.emit(op, args, {}, results, var.name)[0]
+            self.te_clamps.add(name)
+            return name
         pad = _pad_widths(prim, store)
         if pad is not None and len(args) == 1:
             widths, pad_value = pad
@@ -467,9 +472,11 @@ class _Converter:
     # ---- clip ---------------------------------------------------------------------------
 
     def peephole_clip(self, lines: list[str]) -> list[str]:
-        """minimum(maximum(x, lo), hi) with scalar constant bounds, the maximum used only
-        there, is clip {min = lo, max = hi} (ONNX Clip with both bounds known)."""
-        consts: dict[str, float] = {}
+        """The TE maximum/minimum of from_onnx's Clip with scalar constant bounds are clip
+        {min = lo, max = hi, tensor_bounds = true}, as tgc's ONNX import writes Clip from
+        opset 11 on: a maximum used only by a minimum is one clip, a lone one a clip with
+        the other bound infinite. A Relax maximum/minimum stays what it is."""
+        consts: dict[str, str] = {}
         pat_const = re.compile(r"^    %(\S+) = constant\(\) \{value = \[([^\]]*)\], shape = \[\], dtype = \"(float\d+)\"\} : .*$")
         pat_bin = re.compile(r"^    %(\S+) = (maximum|minimum)\(%(\S+), %(\S+)\) : (.*)$")
         uses: dict[str, int] = {}
@@ -480,18 +487,28 @@ class _Converter:
             rhs = ln.split("=", 1)[1] if "=" in ln else ln
             for u in re.findall(r"%([A-Za-z0-9_.]+)", rhs):
                 uses[u] = uses.get(u, 0) + 1
+
+        def clip(out: str, x: str, lo: str, hi: str, ty: str) -> str:
+            return (f"    %{out} = clip(%{x}) {{min = {lo}, max = {hi}, tensor_bounds = true}}"
+                    f" : {ty}")
+
         maxes: dict[str, tuple[str, str, int]] = {}
         out: list[str | None] = []
         for ln in lines:
             m = pat_bin.match(ln)
-            if m and m.group(2) == "maximum" and m.group(4) in consts:
-                maxes[m.group(1)] = (m.group(3), consts[m.group(4)], len(out))
-            elif (m and m.group(2) == "minimum" and m.group(4) in consts
-                  and m.group(3) in maxes and uses.get(m.group(3)) == 1):
-                x, lo, at = maxes.pop(m.group(3))
+            if not (m and m.group(1) in self.te_clamps and m.group(4) in consts):
+                out.append(ln)
+                continue
+            res, op, x, c, ty = m.groups()
+            if op == "maximum":
+                maxes[res] = (x, consts[c], len(out))
+                ln = clip(res, x, consts[c], "inf", ty)
+            elif x in maxes and uses.get(x) == 1:
+                x, lo, at = maxes.pop(x)
                 out[at] = None
-                ln = (f"    %{m.group(1)} = clip(%{x}) {{min = {lo}, max = {consts[m.group(4)]}}}"
-                      f" : {m.group(5)}")
+                ln = clip(res, x, lo, consts[c], ty)
+            else:
+                ln = clip(res, x, "-inf", consts[c], ty)
             out.append(ln)
         kept = [ln for ln in out if ln is not None]
         # Bound constants only the clips used are gone with them.

@@ -14,9 +14,10 @@ fn type_json(t: &TensorType) -> Value {
 fn attr_json(a: &Attr) -> Value {
     match a {
         Attr::Int(v) => json!(v),
-        // Strict JSON has no infinities; the protocol sends them as null.
+        // Strict JSON has no infinities: the protocol spells them as strings.
         Attr::Float(v) if v.is_finite() => json!(v),
-        Attr::Float(_) => Value::Null,
+        Attr::Float(v) if v.is_nan() => json!("nan"),
+        Attr::Float(v) => json!(if *v > 0.0 { "inf" } else { "-inf" }),
         Attr::Str(s) => json!(s),
         Attr::Bool(b) => json!(b),
         Attr::List(l) => Value::Array(l.iter().map(attr_json).collect()),
@@ -296,8 +297,8 @@ mod tests {
             t["bindings"][0]["attrs"],
             json!({"axis": [1], "keepdims": false})
         );
-        // strict JSON has no infinities: null, which the worker rejects as a bad task
-        assert_eq!(t["bindings"][1]["attrs"], json!({"min": null, "max": 6.0}));
+        // strict JSON has no infinities: the protocol spells them as strings
+        assert_eq!(t["bindings"][1]["attrs"], json!({"min": "-inf", "max": 6.0}));
     }
 
     /// The worker's op table is read from `tgc_worker/op_schema.json`; this keeps that file

@@ -24,8 +24,10 @@ use std::path::PathBuf;
 /// 11: `tune` is gone: the worker measures, the driver decides. A task's search is a
 /// session (`tune_open`, `tune_seeds`, `tune_measure`, `tune_search`, `tune_windows`,
 /// `tune_records`, `tune_close`) whose every knob the client sends. 13: `tune_search`
-/// never measures a schedule of the session again, and counts the ones it dropped.
-pub const PROTOCOL: u64 = 13;
+/// never measures a schedule of the session again, and counts the ones it dropped. 14: a
+/// float attribute spells infinity and NaN as strings, and `clip` with `tensor_bounds`
+/// lowers to TVM's ONNX Clip workload (bounds as rank-0 parameters).
+pub const PROTOCOL: u64 = 14;
 
 /// Trials: measured candidates. One type for every count of them.
 pub type Trials = u64;

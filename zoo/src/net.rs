@@ -134,11 +134,17 @@ impl Net {
         self.op("nn.relu", &[x], Attrs::new())
     }
 
+    /// ONNX Clip as exporters write it, its bounds rank-0 tensor inputs (`tensor_bounds`):
+    /// what TVM's ONNX frontend reads with maximum/minimum.
     pub fn clip(&mut self, x: ValueId, min: f64, max: f64) -> R<ValueId> {
         self.op(
             "clip",
             &[x],
-            attrs([("min", Attr::Float(min)), ("max", Attr::Float(max))]),
+            attrs([
+                ("min", Attr::Float(min)),
+                ("max", Attr::Float(max)),
+                ("tensor_bounds", Attr::Bool(true)),
+            ]),
         )
     }
 
@@ -146,7 +152,7 @@ impl Net {
         self.clip(x, 0.0, 6.0)
     }
 
-    /// `x * clip(x + 3, 0, 6) / 6` (ONNX HardSwish as the frontends write it out).
+    /// `x * clip(x + 3, 0, 6) / 6` (HardSwish as exporters before opset 14 write it out).
     pub fn hardswish(&mut self, x: ValueId) -> R<ValueId> {
         let three = self.scalar(3.0)?;
         let shifted = self.add(x, three)?;

@@ -350,30 +350,48 @@ enum Bound<'m> {
     Value(Val<'m>),
 }
 
+/// TVM's ONNX frontend clamps with `maximum` then `minimum`. From opset 11 on the bounds are
+/// inputs, read from rank-0 tensors: a known pair (or one known bound) is `clip` with
+/// `tensor_bounds = true`, which lowers to that workload, an absent bound infinite. Before
+/// opset 11 they are attributes written into the TIR, an absent one as an infinity: a
+/// `maximum` and a `minimum` by scalar constants, which lower to immediates as TVM's do.
 fn clip<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>> {
     let x = n.input(0)?;
     let dtype = cx.ty(&x).dtype;
+    if cx.opset < 11 {
+        let lo = n.attrs.float("min")?.unwrap_or(f64::NEG_INFINITY);
+        let hi = n.attrs.float("max")?.unwrap_or(f64::INFINITY);
+        let steps = vec![
+            ("maximum", vec![scalar(dtype, lo)], Attrs::new()),
+            ("minimum", vec![scalar(dtype, hi)], Attrs::new()),
+        ];
+        return chain(cx, x, steps);
+    }
     let bound = |cx: &Importer<'m, '_>, i: usize, name: &str| -> PResult<Option<Bound<'m>>> {
-        if cx.opset < 11 {
-            return Ok(n.attrs.float(name)?.map(Bound::Known));
-        }
         let Some(v) = n.opt(i) else { return Ok(None) };
-        Ok(Some(match cx.try_const(&v)? {
-            Some(_) => Bound::Known(cx.const_scalar(&v, name)?),
-            None => Bound::Value(v),
-        }))
+        Ok(match cx.try_const(&v)? {
+            // ONNX Runtime treats a NaN bound as no bound.
+            Some(_) => Some(Bound::Known(cx.const_scalar(&v, name)?)).filter(
+                |b| !matches!(b, Bound::Known(v) if v.is_nan()),
+            ),
+            None => Some(Bound::Value(v)),
+        })
     };
-    // ONNX Runtime treats a NaN bound as no bound.
-    let known = |b: Option<Bound<'m>>| match b {
-        Some(Bound::Known(v)) if v.is_nan() => None,
-        other => other,
-    };
-    let lo = known(bound(cx, 1, "min")?);
-    let hi = known(bound(cx, 2, "max")?);
+    let lo = bound(cx, 1, "min")?;
+    let hi = bound(cx, 2, "max")?;
+    let known = |b: &Option<Bound<'m>>| !matches!(b, Some(Bound::Value(_)));
     match (lo, hi) {
         (None, None) => Ok(vec![x]),
-        (Some(Bound::Known(lo)), Some(Bound::Known(hi))) => {
-            let a = attrs([("min", Attr::Float(lo)), ("max", Attr::Float(hi))]);
+        (lo, hi) if known(&lo) && known(&hi) => {
+            let value = |b: Option<Bound<'m>>, none: f64| match b {
+                Some(Bound::Known(v)) => v,
+                _ => none,
+            };
+            let a = attrs([
+                ("min", Attr::Float(value(lo, f64::NEG_INFINITY))),
+                ("max", Attr::Float(value(hi, f64::INFINITY))),
+                ("tensor_bounds", Attr::Bool(true)),
+            ]);
             cx.out1("clip", &[x], a)
         }
         (lo, hi) => {

@@ -10,7 +10,8 @@
 //! - every `constant` binding is an initializer holding its value;
 //! - every other binding is one ONNX node ([`exportable_ops`] lists the ops), except that
 //!   operands ONNX wants as tensors (Clip's bounds, Reshape's shape, ReduceSum's axes) become
-//!   initializers named after the node's result;
+//!   initializers named after the node's result. ONNX's Clip has tensor bounds, so a `clip`
+//!   comes back with `tensor_bounds = true` (one without it, Relax's clip, changes key);
 //! - the results of `@main` are the graph outputs.
 //!
 //! The `onnx-protobuf` messages follow proto3, which does not write a scalar field holding
@@ -548,7 +549,7 @@ mod tests {
   func @main(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<1x4x1x1xf32>) -> tensor<1x4xf32> {
     %0 = nn.conv2d(%x, %w) {strides = [2, 2], padding = [1, 1, 1, 1]} : tensor<1x4x4x4xf32>
     %1 = add(%0, %b) : tensor<1x4x4x4xf32>
-    %2 = clip(%1) {min = 0.0, max = 6.0} : tensor<1x4x4x4xf32>
+    %2 = clip(%1) {min = 0.0, max = 6.0, tensor_bounds = true} : tensor<1x4x4x4xf32>
     %3 = nn.max_pool2d(%2) {pool_size = [3, 3], strides = [1, 1], padding = [1, 1, 1, 1], ceil_mode = true} : tensor<1x4x4x4xf32>
     %4 = nn.avg_pool2d(%3) {pool_size = [3, 3], padding = [1, 1, 1, 1], count_include_pad = true} : tensor<1x4x4x4xf32>
     %5 = mean(%4) {axis = [2, 3], keepdims = true} : tensor<1x4x1x1xf32>

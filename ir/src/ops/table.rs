@@ -261,10 +261,12 @@ pub(super) static OPS: &[OpDef] = &[
     ),
     unary(
         "clip",
-        "clamp to [min, max]",
+        "clamp to [min, max]; `tensor_bounds = true`: the bounds arrived as rank-0 tensors \
+         (ONNX Clip from opset 11 on), which TVM's ONNX frontend reads with maximum/minimum",
         &[
             spec("min", K::Float, D::Required),
             spec("max", K::Float, D::Required),
+            spec("tensor_bounds", K::Bool, D::Optional),
         ],
         t::unary,
     ),

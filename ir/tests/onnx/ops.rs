@@ -616,23 +616,48 @@ fn clip_with_bounds_as_inputs_or_attributes() {
     g.node("Clip", &["b"], &["y"], vec![]);
     g.output("y");
     let m = g.ok();
-    assert_eq!(op_seq(&m), s(&["clip", "constant", "minimum"]));
-    let a = attrs_of(&m, "clip");
+    // Known bounds from inputs: clip with tensor bounds (TVM reads them from rank-0 tensors),
+    // an absent one infinite; no bound at all is the identity.
+    assert_eq!(op_seq(&m), s(&["clip", "clip"]));
+    let f = m.function("main").unwrap();
+    let bounds: Vec<(&Attr, &Attr, &Attr)> = f
+        .bindings
+        .iter()
+        .map(|b| {
+            let a = &b.attrs;
+            (get(a, "min"), get(a, "max"), get(a, "tensor_bounds"))
+        })
+        .collect();
     assert_eq!(
-        (get(a, "min"), get(a, "max")),
-        (&Attr::Float(0.0), &Attr::Float(6.0))
+        bounds,
+        vec![
+            (&Attr::Float(0.0), &Attr::Float(6.0), &Attr::Bool(true)),
+            (&Attr::Float(f64::NEG_INFINITY), &Attr::Float(6.0), &Attr::Bool(true)),
+        ]
     );
 
+    // Attributes (before opset 11): maximum then minimum by scalar constants (immediates
+    // of the TIR, as TVM writes them), an absent bound infinite.
     let mut g = Graph::new(6 + 4);
     g.input("x", F32, &[4]);
-    g.node(
-        "Clip",
-        &["x"],
-        &["y"],
-        vec![a_float("min", -1.0), a_float("max", 1.0)],
-    )
-    .output("y");
-    assert_eq!(op_seq(&g.ok()), s(&["clip"]));
+    g.node("Clip", &["x"], &["y"], vec![a_float("min", -1.0)])
+        .output("y");
+    let m = g.ok();
+    assert_eq!(op_seq(&m), s(&["constant", "maximum", "constant", "minimum"]));
+    let f = m.function("main").unwrap();
+    let values: Vec<&Attr> = f
+        .bindings
+        .iter()
+        .filter(|b| b.callee.op().is_some_and(|o| o.name() == "constant"))
+        .map(|b| get(&b.attrs, "value"))
+        .collect();
+    assert_eq!(
+        values,
+        vec![
+            &Attr::List(vec![Attr::Float(-1.0)]),
+            &Attr::List(vec![Attr::Float(f64::INFINITY)])
+        ]
+    );
 
     // A bound computed at run time becomes maximum/minimum with that value.
     let mut g = Graph::new(13);

@@ -4,6 +4,9 @@ it as a script:
 
     python onnx_models.py conv PATH C          conv3x3 + relu on 1xCx16x16 (one task)
     python onnx_models.py blocks PATH HW C     conv3x3 + relu, conv3x3 + add + relu on 1xCxHWxHW
+    python onnx_models.py clips PATH OPSET     convs ending in each way ONNX clamps (Clip with
+                                               both bounds, with min only; HardSigmoid; HardSwish
+                                               from opset 14), bounds as inputs from opset 11
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ def _value(name: str, shape: list):
     return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
 
 
-def _save(nodes: list, name: str, inputs: list, outputs: list, path: str) -> None:
+def _save(nodes: list, name: str, inputs: list, outputs: list, path: str, opset: int = 17,
+          initializers: list | None = None) -> None:
     import onnx
     from onnx import helper
 
-    graph = helper.make_graph(nodes, name, inputs, outputs)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    graph = helper.make_graph(nodes, name, inputs, outputs, initializer=initializers or [])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), path)
 
 
 def conv(path: str, c: int, hw: int = 16) -> None:
@@ -48,6 +52,43 @@ def blocks(path: str, hw: int, c: int) -> None:
     _save(nodes, "blocks", inputs, [_value("y", [1, c, hw, hw])], path)
 
 
+def clips(path: str, opset: int) -> None:
+    """A chain of 3x3 convolutions on 1x8x16x16, each followed by one way of clamping."""
+    from onnx import TensorProto, helper
+
+    c, hw = 8, 16
+    nodes, inputs, inits = [], [_value("x", [1, c, hw, hw])], []
+    x = "x"
+
+    def conv(k: int) -> str:
+        inputs.append(_value(f"w{k}", [c, c, 3, 3]))
+        nodes.append(helper.make_node("Conv", [x, f"w{k}"], [f"c{k}"], pads=[1, 1, 1, 1]))
+        return f"c{k}"
+
+    def bound(name: str, v: float) -> str:
+        inits.append(helper.make_tensor(name, TensorProto.FLOAT, [], [v]))
+        return name
+
+    kinds = ["clip", "clip_min", "hard_sigmoid"] + (["hard_swish"] if opset >= 14 else [])
+    for k, kind in enumerate(kinds):
+        y = conv(k)
+        out = f"y{k}"
+        if kind == "clip" and opset >= 11:
+            nodes.append(helper.make_node("Clip", [y, bound("lo", 0.0), bound("hi", 6.0)], [out]))
+        elif kind == "clip":
+            nodes.append(helper.make_node("Clip", [y], [out], min=0.0, max=6.0))
+        elif kind == "clip_min" and opset >= 11:
+            nodes.append(helper.make_node("Clip", [y, bound("lo1", -1.0)], [out]))
+        elif kind == "clip_min":
+            nodes.append(helper.make_node("Clip", [y], [out], min=-1.0))
+        elif kind == "hard_sigmoid":
+            nodes.append(helper.make_node("HardSigmoid", [y], [out], alpha=0.25))
+        else:
+            nodes.append(helper.make_node("HardSwish", [y], [out]))
+        x = out
+    _save(nodes, "clips", inputs, [_value(x, [1, c, hw, hw])], path, opset, inits)
+
+
 if __name__ == "__main__":
     kind, path, *dims = sys.argv[1:]
-    {"conv": conv, "blocks": blocks}[kind](path, *map(int, dims))
+    {"conv": conv, "blocks": blocks, "clips": clips}[kind](path, *map(int, dims))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -128,14 +129,32 @@ def immediate_operands(task: Task) -> dict[int, int]:
     return out
 
 
-def _param_order(task: Task, immediates: dict[int, int]) -> list:
-    """Order of the Primitive function's parameters: declared params plus lifted constants.
+def clip_bounds(task: Task) -> dict[int, list]:
+    """{binding index: [(operand slot, value)]} of the finite bounds of every `clip` with
+    `tensor_bounds`, min (slot 1) before max (slot 2). The task function takes them as rank-0
+    parameters that a `maximum` and a `minimum` read, because that is how TVM's ONNX
+    frontend writes Clip from opset 11 on (TE maximum/minimum over the bound tensors,
+    constants that FuseOps lifts to parameters of the fused function): such a task is then
+    the workload stock TVM tunes for it. An infinite bound is an absent Clip input."""
+    out = {}
+    for bi, b in enumerate(task.bindings):
+        if b.op == "clip" and b.attrs.get("tensor_bounds"):
+            finite = [(slot, b.attrs[k]) for slot, k in ((1, "min"), (2, "max"))
+                      if math.isfinite(b.attrs[k])]
+            if finite:
+                out[bi] = finite
+    return out
+
+
+def _param_order(task: Task, immediates: dict[int, int], bounds: dict[int, list]) -> list:
+    """Order of the Primitive function's parameters: declared params plus lifted constants
+    (constant bindings, and the clip bounds of `clip_bounds`).
 
     Declared params keep their order; each lifted constant (one with a use that is not an
     immediate) goes right before the first declared param whose first use comes after the
     constant's first use (so when the declared params are in order of first use, as TVM's
     FuseOps makes them, the whole list is in order of first use, as FuseOps' lift_constants
-    makes it).
+    makes it). A clip's bounds are first used by the clip, as its operands 1 and 2.
     """
     n_params = len(task.params)
     first_use: dict[int, tuple] = {}
@@ -149,21 +168,22 @@ def _param_order(task: Task, immediates: dict[int, int]) -> list:
                 first_use.setdefault(x, (bi, oi))
     inf = (float("inf"), 0)
     consts = [
-        (first_use.get(value_of_binding[bi], inf), bi)
+        (first_use.get(value_of_binding[bi], inf), ("const", bi))
         for bi, b in enumerate(task.bindings)
         if b.op == "constant"
         and (value_of_binding[bi] in first_use or value_of_binding[bi] not in immediate_values)
     ]
-    consts.sort()
+    consts += [((bi, slot), ("bound", (bi, slot))) for bi, bs in bounds.items() for slot, _ in bs]
+    consts.sort(key=lambda c: c[0])  # stable: unused constants stay in binding order
     order = []
     ci = 0
     for k in range(n_params):
         fu = first_use.get(k, inf)
         while ci < len(consts) and consts[ci][0] < fu:
-            order.append(("const", consts[ci][1]))
+            order.append(consts[ci][1])
             ci += 1
         order.append(("param", k))
-    order.extend(("const", bi) for _, bi in consts[ci:])
+    order.extend(entry for _, entry in consts[ci:])
     return order
 
 
@@ -187,9 +207,11 @@ def _describe(ty) -> str:
 def emit_task_function(bb: relax.BlockBuilder, task: Task) -> TaskFunction:
     """Emit `task` into bb as a Relax function with attribute Primitive=1."""
     immediates = immediate_operands(task)
-    order = _param_order(task, immediates)
+    bounds = clip_bounds(task)
+    order = _param_order(task, immediates, bounds)
     fn_params = []
     value_var: dict[int, relax.Expr] = {}
+    bound_var: dict[tuple, relax.Var] = {}
     binding_first_value = _first_values(task)
     constant_of_value = {
         binding_first_value[bi]: b for bi, b in enumerate(task.bindings) if b.op == "constant"
@@ -205,6 +227,12 @@ def emit_task_function(bb: relax.BlockBuilder, task: Task) -> TaskFunction:
             var = relax.Var(f"p{idx}", relax.TensorType(list(p.ty.shape), p.ty.dtype))
             value_var[idx] = var
             call_plan.append(("param", idx))
+        elif kind == "bound":
+            bi, slot = idx
+            dtype = task.bindings[bi].results[0].dtype
+            var = relax.Var(f"b{bi}_{slot}", relax.TensorType([], dtype))
+            bound_var[idx] = var
+            call_plan.append(("const", np.array(dict(bounds[bi])[slot], dtype=dtype)))
         else:
             b = task.bindings[idx]
             ty = b.results[0]
@@ -225,7 +253,7 @@ def emit_task_function(bb: relax.BlockBuilder, task: Task) -> TaskFunction:
                     if immediates.get(bi) == oi
                     else value_var[x]
                     for oi, x in enumerate(b.operands)
-                ]
+                ] + [bound_var[(bi, slot)] for slot, _ in bounds.get(bi, [])]
                 try:
                     expr = OPS[b.op].lower(R, bb, operands, b.attrs)
                     out = bb.emit(expr)

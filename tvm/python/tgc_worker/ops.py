@@ -15,6 +15,7 @@ defaults filled in, and `check_attrs` only checks what arrived.
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -128,14 +129,29 @@ def _bound(x, value):
     return relax.prim_value(tirx.FloatImm(dtype, float(value)))
 
 
-def _clip(x, lo, hi, R):
+def _relax_clip(x, lo, hi, R):
     return R.clip(x, _bound(x, lo), _bound(x, hi))
+
+
+def _clip(R, bb, xs, a):
+    """Relax's clip; with `tensor_bounds`, ONNX Clip as TVM's ONNX frontend writes it:
+    `maximum` with the min, then `minimum` with the max, each bound a rank-0 parameter
+    (xs[1:], the finite bounds in that order, which lower.clip_bounds lifts)."""
+    x, bounds = xs[0], list(xs[1:])
+    if not bounds:
+        return _relax_clip(x, a["min"], a["max"], R)
+    if math.isfinite(a["min"]):
+        x = R.maximum(x, bounds.pop(0))
+        if not bounds:
+            return x
+        x = bb.emit(x)
+    return R.minimum(x, bounds.pop(0))
 
 
 def _hard_swish(R, bb, xs, a):
     x = xs[0]
     t = bb.emit(R.add(x, _scalar(x, 3.0)))
-    t = bb.emit(_clip(t, 0.0, 6.0, R))
+    t = bb.emit(_relax_clip(t, 0.0, 6.0, R))
     t = bb.emit(R.multiply(x, t))
     return R.divide(t, _scalar(x, 6.0))
 
@@ -144,7 +160,7 @@ def _hard_sigmoid(R, bb, xs, a):
     x = xs[0]
     t = bb.emit(R.multiply(x, _scalar(x, a["alpha"])))
     t = bb.emit(R.add(t, _scalar(x, a["beta"])))
-    return _clip(t, 0.0, 1.0, R)
+    return _relax_clip(t, 0.0, 1.0, R)
 
 
 def _batch_norm(R, bb, xs, a):
@@ -245,7 +261,7 @@ LOWERINGS: dict[str, Callable[..., Any] | None] = {
     "nn.leakyrelu": lambda R, bb, xs, a: R.nn.leakyrelu(xs[0], alpha=a["alpha"]),
     "nn.hard_swish": _hard_swish,
     "nn.hard_sigmoid": _hard_sigmoid,
-    "clip": lambda R, bb, xs, a: _clip(xs[0], a["min"], a["max"], R),
+    "clip": _clip,
     "astype": lambda R, bb, xs, a: R.astype(xs[0], a["dtype"]),
     **{name: _binary(name) for name in _SAME_NAME_BINARY},
     "where": lambda R, bb, xs, a: R.where(xs[0], xs[1], xs[2]),
@@ -328,6 +344,10 @@ def _read_schema(path: str = SCHEMA_PATH) -> dict:
         return json.load(f)
 
 
+# JSON has no infinity or NaN: a float attribute spells them as these strings.
+NON_FINITE = ("inf", "-inf", "nan")
+
+
 def _check_kind(kind: str, v: Any) -> Any:
     """Return v converted to the attribute kind, or raise ValueError."""
 
@@ -335,7 +355,7 @@ def _check_kind(kind: str, v: Any) -> Any:
         return isinstance(x, int) and not isinstance(x, bool)
 
     def is_num(x):
-        return isinstance(x, (int, float)) and not isinstance(x, bool)
+        return (isinstance(x, (int, float)) and not isinstance(x, bool)) or x in NON_FINITE
 
     if kind == "int" and is_int(v):
         return v
@@ -387,7 +407,8 @@ def check_attrs(op: str, attrs, where: str, task: str | None) -> dict:
         elif attrs[k] is None:
             raise WorkerError(
                 "bad_task",
-                f"{where}: attribute {k!r} is null (JSON has no infinity or NaN for a float)",
+                f"{where}: attribute {k!r} is null (a float spells infinity and NaN as "
+                f"\"inf\", \"-inf\", \"nan\")",
                 task,
             )
         else:
