@@ -3,6 +3,7 @@ attributes checked, never defaulted (fast: no tuning, no measuring)."""
 
 import copy
 import json
+import math
 import os
 import sys
 import unittest
@@ -149,6 +150,12 @@ class TestAttributes(unittest.TestCase):
         got = parse_task(clip).bindings[0].attrs
         self.assertEqual((got["min"], got["max"]), (0.0, 6.0))
         self.assertIsInstance(got["min"], float)
+        # infinities arrive spelled as strings; any other string is a wrong kind
+        clip["bindings"][0]["attrs"] = {"min": "-inf", "max": "inf", "tensor_bounds": True}
+        got = parse_task(clip).bindings[0].attrs
+        self.assertEqual((got["min"], got["max"], got["tensor_bounds"]), (-math.inf, math.inf, True))
+        clip["bindings"][0]["attrs"] = {"min": "-infinity", "max": 6}
+        self.assertBadTask(clip, "bindings[0] (clip)", "'min'", "expected float")
 
     def test_with_defaults_fills_what_the_rust_client_fills(self):
         # the test helper mirrors tgc_tvm::task_json: defaulted attributes only, given ones kept

@@ -18,7 +18,7 @@ from tgc_worker import PROTOCOL_VERSION  # noqa: E402
 class TestProtocol(unittest.TestCase):
     def test_hello(self):
         r = shared_worker().call("hello")
-        self.assertEqual(r["protocol"], 13)
+        self.assertEqual(r["protocol"], 14)
         self.assertTrue(r["tvm"].startswith("0.27"), r["tvm"])
         self.assertTrue(r["tvm_ffi"])
         self.assertIn("llvm", r["targets"])
@@ -358,6 +358,8 @@ ONE_OP_CASES = [
     ("nn.hard_swish", [X], X, None),
     ("nn.hard_sigmoid", [X], X, {"alpha": 0.25}),
     ("clip", [X], X, {"min": -1, "max": 1.5}),
+    ("clip", [X], X, {"min": -1, "max": 1.5, "tensor_bounds": True}),
+    ("clip", [X], X, {"min": "-inf", "max": 6, "tensor_bounds": True}),
     ("nn.leakyrelu", [X], X, {"alpha": 0.1}),
     ("astype", [X], T([2, 4, 8, 8], "float16"), {"dtype": "float16"}),
     ("where", [T([2, 4, 8, 8], "bool"), X, T([1, 4, 1, 1])], X, None),
