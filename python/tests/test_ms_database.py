@@ -1,6 +1,7 @@
 """tgc.ms.Database against real TVM: stock MetaSchedule (tune_relax, MetaScheduleApplyDatabase)
-reads and writes the tgc cache, and tgc tune and TVM's tuner find each other's records by
-the TVM workload. About a minute."""
+reads and writes the tgc cache, tgc tune and TVM's tuner find each other's records by the
+TVM workload, and a model's task the cache has no record of gets a neighbour's transfer.
+About a minute and a half."""
 
 from __future__ import annotations
 
@@ -20,10 +21,10 @@ import tgc
 import tgc.ms
 
 
-def conv_relu(c: int = 8):
-    """conv+relu on 1xcx16x16: one task; the weight is an input."""
+def conv_relu(c: int = 8, hw: int = 16):
+    """conv+relu on 1xcxhwxhw: one task; the weight is an input."""
     bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType((1, c, 16, 16), "float32"))
+    x = relax.Var("x", relax.TensorType((1, c, hw, hw), "float32"))
     w = relax.Var("w", relax.TensorType((c, c, 3, 3), "float32"))
     with bb.function("main", [x, w]):
         with bb.dataflow():
@@ -107,6 +108,37 @@ class TestMsDatabase(unittest.TestCase):
         with self.target, db:
             applied = relax.transform.MetaScheduleApplyDatabase(enable_warning=True)(lowered(mod, self.target))
         self.assertEqual(scheduled(applied), {"fused_conv2d_relu": True})
+
+    def test_a_neighbours_records_seed_stock_tuning_of_the_model(self):
+        # tgc tuned conv+relu at 16x16; the Database of a model with it at 32x32, which the
+        # cache has no record of, serves the neighbour's traces repaired for 32x32
+        cache = str(self.dir / "neighbour.sqlite")
+        tgc.tune(conv_relu(8), name="a16", cache=cache, trials_per_task=4, trials_per_round=4,
+                 population=32, measure=False, work_dir=self.dir / "a16")
+        b = conv_relu(8, hw=32)
+        plain = tgc.ms.Database(cache, self.target, create=False)
+        self.assertEqual(plain.get_top_k(plain.commit_workload(_task_mod(b, self.target)), 4), [])
+        db = tgc.ms.Database(cache, self.target, create=False, model=b, name="b32")
+        wl = db.commit_workload(_task_mod(b, self.target))
+        self.assertTrue(db.has_workload(wl.mod))
+        recs = db.get_top_k(wl, 4)
+        self.assertGreaterEqual(len(recs), 1)
+        self.assertEqual(db.transfers_served, len(recs))
+        for r in recs:  # B's schedule, as stock MetaSchedule applies a record
+            sch = tvm.s_tir.Schedule(wl.mod)
+            r.trace.apply_to_schedule(sch, remove_postproc=False)
+            self.assertIsNone(r.run_secs)
+        # MetaScheduleApplyDatabase schedules B's task from it at zero trials
+        with self.target, db:
+            applied = relax.transform.MetaScheduleApplyDatabase(enable_warning=True)(lowered(b, self.target))
+        self.assertEqual(scheduled(applied), {"fused_conv2d_relu": True})
+        # stock tune_relax on B asks for it (its evolutionary search starts from the database)
+        served = db.transfers_served
+        ms.relax_integration.tune_relax(lowered(b, self.target), {}, self.target, str(self.dir / "b32"),
+                                        max_trials_global=4, num_trials_per_iter=4, database=db)
+        self.assertGreater(db.transfers_served, served)
+        self.assertGreaterEqual(len(plain.get_top_k(plain.commit_workload(wl.mod), 8)), 1,
+                                "the trials are committed into the cache")
 
     def test_two_processes_commit_into_one_cache_and_lose_nothing(self):
         wl = self.db.commit_workload(_task_mod(self.mod, self.target))

@@ -14,6 +14,15 @@ write::
 A workload is found by its TVM structural hash: the records ``tgc tune`` wrote for tasks
 lowered to that workload, the MetaSchedule databases ``tgc cache import`` brought in, and
 what TVM's tuner committed through a ``Database`` before, on ``target`` only, best first.
+
+Given the ``model`` being tuned (``Database(cache, target, model=mod)``: a Relax IRModule
+as ``from_onnx`` gives it, an ONNX path or a ``tgc.Module``), a workload with no record of
+its own gets tgc's transfer instead: the model is partitioned and planned as ``tgc build``
+plans it (``plan_schedules``: the ranked records of its structural or family neighbours),
+and ``get_top_k`` returns those traces replayed on the workload (tiles repaired for its
+extents, or the anchor block's schedule transferred; ``run_secs`` None, since nothing was
+measured on it). Stock MetaSchedule's evolutionary search then starts from them (its
+database picks), and ``MetaScheduleApplyDatabase`` applies the best at zero trials.
 Each record TVM commits goes into the cache at once (provenance ``metaschedule``), where
 ``tgc tune``, ``tgc build`` and ``tgc cache stats`` see it. A record that cannot be read back
 (a trace the workload no longer replays is TVM's own concern, as with its JSON database) is
@@ -65,7 +74,8 @@ class Database(PyDatabase):
     """The tgc cache at ``cache`` (a path or ``postgres://`` URL; default ``$TGC_CACHE``,
     else the user cache dir) as a MetaSchedule database of ``target``'s records."""
 
-    def __init__(self, cache: str | os.PathLike | None = None, target="llvm", create: bool = True):
+    def __init__(self, cache: str | os.PathLike | None = None, target="llvm", create: bool = True,
+                 *, model=None, name: str = "model"):
         super().__init__()
         from . import _path
 
@@ -75,13 +85,62 @@ class Database(PyDatabase):
         # this process's workloads (the cache holds records, not workloads of its own)
         self._mem = MemoryDatabase()
         self._committed: list[TuningRecord] = []
+        # workload hash -> [(trace JSON, source workload)]: the model's transferred tasks
+        self._transfers: dict[int, list] = {}
+        self._replayed: dict[int, list] = {}
+        #: records ``get_top_k`` returned from transfers (each return counts)
+        self.transfers_served = 0
+        if model is not None:
+            self._plan(model, name)
+
+    def _plan(self, model, name: str) -> None:
+        """The transfers ``tgc build`` would apply to `model`'s tasks, by workload hash."""
+        from . import _warn, _worker_python, load
+
+        _worker_python()
+        plan, warns = _native.schedule_plan(load(model, name=name), name, target=self._target_json,
+                                            cache=os.fspath(self.path))
+        _warn(warns)
+        measure, _, WorkerError = _worker_measure()
+        from tgc_worker.lower import lower_task
+
+        try:
+            spec = measure.parse_module(json.loads(plan.module_json()))
+            for task, entries in json.loads(plan.records_json()).items():
+                pairs = [p for p in measure._record_traces(entries, task) if p[1] is not None]
+                if pairs:
+                    self._transfers[int(lower_task(spec.tasks[task]).structural_hash)] = pairs
+        except WorkerError as e:
+            raise _native.TgcError(f"{name}: {e.message}") from None
+
+    def _transferred(self, workload: Workload) -> list[TuningRecord]:
+        """The model's transfer for `workload`, replayed on it once (those that replay)."""
+        h = _hash(workload.mod)
+        if h not in self._transfers:
+            return []
+        if h not in self._replayed:
+            from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+            from tgc_worker.replay import replay
+            from tgc_worker.tvmutil import make_context
+
+            wl = workload.mod
+            postprocs = list(make_context(wl, self.target, "transfer").space_generator.postprocs)
+            done = [replay(wl, self.target, postprocs, tj, src) for tj, src in self._transfers[h]]
+            self._replayed[h] = [
+                TuningRecord(r.sch.trace, workload, run_secs=None, target=self.target,
+                             args_info=ArgInfo.from_prim_func(wl["main"]))
+                for r in done if r.ok
+            ]
+        return self._replayed[h]
 
     @property
     def path(self):
         return self._cache.path
 
     def has_workload(self, mod: tvm.IRModule) -> bool:
-        return self._mem.has_workload(mod) or bool(self._cache.ms_top_k(_hash(mod), self._target_json, 1))
+        h = _hash(mod)
+        return (self._mem.has_workload(mod) or h in self._transfers
+                or bool(self._cache.ms_top_k(h, self._target_json, 1)))
 
     def commit_workload(self, mod: tvm.IRModule) -> Workload:
         return self._mem.commit_workload(mod)
@@ -95,7 +154,7 @@ class Database(PyDatabase):
 
     def get_top_k(self, workload: Workload, top_k: int) -> list[TuningRecord]:
         """The cache's best `top_k` valid records of the workload on the target (this
-        process's commits among them), each trace once."""
+        process's commits among them), each trace once; with none, the model's transfer."""
         if top_k <= 0:
             return []
         found = []
@@ -104,6 +163,9 @@ class Database(PyDatabase):
                 found.append(TuningRecord.from_json(json.loads(text), workload))
             except Exception:  # noqa: BLE001 - a record TVM cannot read back is left out
                 continue
+        if not found:
+            found = self._transferred(workload)[:top_k]
+            self.transfers_served += len(found)
         return found
 
     def get_all_tuning_records(self) -> list[TuningRecord]:
