@@ -39,7 +39,6 @@ def main() -> int:
 
     import onnx
     import tvm
-    import tvm_ffi
     from tvm import relax
     from tvm.relax.frontend.onnx import from_onnx
     from tvm.s_tir import meta_schedule as ms
@@ -110,19 +109,7 @@ def main() -> int:
             shutil.copyfile(os.path.join(work, f), os.path.join(args.out, f))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    with open(os.path.join(args.out, "database_tuning_record.json")) as f:
-        records = [json.loads(line) for line in f if line.strip()]
-    valid = [r for r in records if r[1][1] and any(s < 1e10 for s in r[1][1])]
-    manifest = {
-        "task": task.task_name,
-        "weight": top,
-        "workload_hash": workload_hash,
-        "tvm_structural_hash": str(tvm_ffi.structural_hash(task.mod)),
-        "records": len(records),
-        "valid_records": len(valid),
-        "target": records[0][1][2] if records else None,
-        "tvm_version": tvm.__version__,
-    }
+    manifest = _manifest(args.out, task, top, workload_hash)
     if args.all_tasks:
         manifest["tasks"] = [
             {"task": t.task_name, "weight": int(t.weight), "workload_hash": h}
@@ -133,6 +120,26 @@ def main() -> int:
         f.write("\n")
     print(json.dumps(manifest, sort_keys=True))
     return 0
+
+
+def _manifest(out: str, task, weight: int, workload_hash: str) -> dict:
+    """What the database in `out` holds: its records, the valid ones, the tuned task."""
+    import tvm
+    import tvm_ffi
+
+    with open(os.path.join(out, "database_tuning_record.json")) as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    valid = [r for r in records if r[1][1] and any(s < 1e10 for s in r[1][1])]
+    return {
+        "task": task.task_name,
+        "weight": weight,
+        "workload_hash": workload_hash,
+        "tvm_structural_hash": str(tvm_ffi.structural_hash(task.mod)),
+        "records": len(records),
+        "valid_records": len(valid),
+        "target": records[0][1][2] if records else None,
+        "tvm_version": tvm.__version__,
+    }
 
 
 if __name__ == "__main__":

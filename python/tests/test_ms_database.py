@@ -33,6 +33,12 @@ def conv_relu(c: int = 8, hw: int = 16):
     return bb.get()
 
 
+def builder():
+    """TVM's LocalBuilder with room for its first build, which imports TVM in a fresh process
+    (over the default 30 s on a loaded 2-core machine: every trial then fails)."""
+    return ms.builder.LocalBuilder(timeout_sec=300)
+
+
 def lowered(mod, target):
     """What TVM's own pipeline tunes and compiles: legalized, fused PrimFuncs."""
     with target:
@@ -66,7 +72,7 @@ class TestMsDatabase(unittest.TestCase):
         # stock MetaSchedule tunes the model into the tgc cache
         ms.relax_integration.tune_relax(lowered(cls.mod, cls.target), {}, cls.target,
                                         str(cls.dir / "ms"), max_trials_global=8,
-                                        num_trials_per_iter=8, database=cls.db)
+                                        num_trials_per_iter=8, database=cls.db, builder=builder())
 
     @classmethod
     def tearDownClass(cls):
@@ -135,7 +141,8 @@ class TestMsDatabase(unittest.TestCase):
         # stock tune_relax on B asks for it (its evolutionary search starts from the database)
         served = db.transfers_served
         ms.relax_integration.tune_relax(lowered(b, self.target), {}, self.target, str(self.dir / "b32"),
-                                        max_trials_global=4, num_trials_per_iter=4, database=db)
+                                        max_trials_global=4, num_trials_per_iter=4, database=db,
+                                        builder=builder())
         self.assertGreater(db.transfers_served, served)
         self.assertGreaterEqual(len(plain.get_top_k(plain.commit_workload(wl.mod), 8)), 1,
                                 "the trials are committed into the cache")
