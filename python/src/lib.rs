@@ -463,6 +463,11 @@ impl SchedulePlan {
         serde_json::to_string(&self.inner.records).expect("JSON values serialize")
     }
 
+    /// `{function name: TVM workload hash}` of every task function, as planning lowered it.
+    fn workload_hashes(&self) -> std::collections::BTreeMap<String, u64> {
+        self.inner.workload_hashes()
+    }
+
     /// TVM's canonical form of the target the records are for (JSON text).
     fn target_json(&self) -> String {
         self.inner.target.to_string()

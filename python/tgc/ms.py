@@ -15,6 +15,11 @@ A workload is found by its TVM structural hash: the records ``tgc tune`` wrote f
 lowered to that workload, the MetaSchedule databases ``tgc cache import`` brought in, and
 what TVM's tuner committed through a ``Database`` before, on ``target`` only, best first.
 
+Each record TVM commits goes into the cache at once (provenance ``metaschedule``), where
+``tgc tune``, ``tgc build`` and ``tgc cache stats`` see it. A record that cannot be read back
+(a trace the workload no longer replays is TVM's own concern, as with its JSON database) is
+left out of a read; a commit the cache cannot store is an error naming the cache.
+
 Given the ``model`` being tuned (``Database(cache, target, model=mod)``: a Relax IRModule
 as ``from_onnx`` gives it, an ONNX path or a ``tgc.Module``), a workload with no record of
 its own gets tgc's transfer instead: the model is partitioned and planned as ``tgc build``
@@ -23,10 +28,6 @@ and ``get_top_k`` returns those traces replayed on the workload (tiles repaired 
 extents, or the anchor block's schedule transferred; ``run_secs`` None, since nothing was
 measured on it). Stock MetaSchedule's evolutionary search then starts from them (its
 database picks), and ``MetaScheduleApplyDatabase`` applies the best at zero trials.
-Each record TVM commits goes into the cache at once (provenance ``metaschedule``), where
-``tgc tune``, ``tgc build`` and ``tgc cache stats`` see it. A record that cannot be read back
-(a trace the workload no longer replays is TVM's own concern, as with its JSON database) is
-left out of a read; a commit the cache cannot store is an error naming the cache.
 """
 
 from __future__ import annotations
@@ -102,14 +103,12 @@ class Database(PyDatabase):
                                             cache=os.fspath(self.path))
         _warn(warns)
         measure, _, WorkerError = _worker_measure()
-        from tgc_worker.lower import lower_task
-
+        hashes = plan.workload_hashes()
         try:
-            spec = measure.parse_module(json.loads(plan.module_json()))
             for task, entries in json.loads(plan.records_json()).items():
                 pairs = [p for p in measure._record_traces(entries, task) if p[1] is not None]
                 if pairs:
-                    self._transfers[int(lower_task(spec.tasks[task]).structural_hash)] = pairs
+                    self._transfers[hashes[task]] = pairs
         except WorkerError as e:
             raise _native.TgcError(f"{name}: {e.message}") from None
 

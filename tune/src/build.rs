@@ -526,6 +526,15 @@ pub struct SchedulePlan {
 }
 
 impl SchedulePlan {
+    /// Each task function's TVM workload hash, as the worker lowered it for planning (the
+    /// functions of one task share it).
+    pub fn workload_hashes(&self) -> BTreeMap<String, u64> {
+        self.tasks
+            .iter()
+            .flat_map(|(t, p)| t.functions.iter().map(|f| (f.clone(), p.workload_hash)))
+            .collect()
+    }
+
     /// The `tgc.apply-cache/1` report once `built` says how the records went in: per task
     /// what [`build`]'s report says (tier, mode, source, candidates, latency).
     pub fn report(&self, built: &Built) -> Value {
