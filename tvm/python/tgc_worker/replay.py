@@ -161,17 +161,6 @@ def block_names(workload) -> frozenset:
     return frozenset(sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root")))
 
 
-def _all_block_names(workload) -> list:
-    """Every block's name, the root's first, outer before inner."""
-    sch = new_schedule(workload)
-    out, todo = ["root"], [sch.get_sblock("root")]
-    while todo:
-        for c in sch.get_child_blocks(todo.pop(0)):
-            out.append(sch.get(c).name_hint)
-            todo.append(c)
-    return out
-
-
 def with_workload_block_names(tj, workload):
     """`tj` with the block names it looks up but `workload` lacks renamed to the workload's,
     or None when nothing needs renaming or a name has no unique counterpart.
@@ -181,7 +170,7 @@ def with_workload_block_names(tj, workload):
     `from_onnx`, whose names are main's variables; tgc names parameters by position) looks
     them up under other names. A missing name maps to the one block the trace does not name
     whose name ends the same way after its first `_`; the replay that follows checks it."""
-    names = _all_block_names(workload)
+    names = block_names(workload) | {"root"}  # a workload's blocks are the root's children
     wanted = list(dict.fromkeys(i[2][0] for i in tj[0] if i[0] == "GetSBlock" and i[2]))
     missing = [n for n in wanted if n not in names]
     if not missing:
@@ -214,8 +203,9 @@ def replay(
 ) -> ReplayOutcome:
     """Replay one trace (already validated by parse_trace_json) on `workload`.
 
-    `source_workload` is the workload the trace was tuned on, when known. Block names the
-    trace looks up and `workload` lacks are renamed first (with_workload_block_names).
+    `source_workload` is the workload the trace was tuned on, when known. A trace that does
+    not apply because it names blocks `workload` lacks is tried again with them renamed
+    (with_workload_block_names) in steps 1-2.
 
     1. exact: the trace as is. If TVM had to change no decision, the postprocessors pass and
        the source workload (when known) is structurally equal to `workload`, the mode is
@@ -233,14 +223,12 @@ def replay(
     import tvm_ffi
 
     tj = strip_postproc(trace_json)
-    # what replays here directly; the anchor path replays tj on its source workload
-    direct = with_workload_block_names(tj, workload) or tj
     out = ReplayOutcome(ok=False)
     same_workload = source_workload is None or tvm_ffi.structural_equal(source_workload, workload)
     same_blocks = same_workload or block_names(source_workload) == block_names(workload)
 
     if same_blocks:
-        if _replay_direct(out, direct, workload, postprocs, same_workload):
+        if _replay_direct_renamed(out, tj, workload, postprocs, same_workload):
             return out
         if allow_anchor and not out.applied:
             if _replay_anchor(out, tj, workload, target, postprocs, source_workload):
@@ -251,10 +239,20 @@ def replay(
             return out
         # TVM's anchor transfer needs the trace to schedule the tail; when it does not, the
         # trace may still replay here (blocks it does not name stay as they are)
-        if _replay_direct(out, direct, workload, postprocs, same_workload=False):
+        if _replay_direct_renamed(out, tj, workload, postprocs, same_workload=False):
             return out
     out.error = "; ".join(f"{m}: {msg}" for m, msg in out.attempts) or "replay failed"
     return out
+
+
+def _replay_direct_renamed(out: ReplayOutcome, tj, workload, postprocs, same_workload: bool) -> bool:
+    """_replay_direct; when the trace did not apply, once more with the block names the
+    workload lacks renamed (with_workload_block_names), if any are. The anchor path keeps
+    the names: it replays the trace on its source workload."""
+    if _replay_direct(out, tj, workload, postprocs, same_workload):
+        return True
+    renamed = None if out.applied else with_workload_block_names(tj, workload)
+    return renamed is not None and _replay_direct(out, renamed, workload, postprocs, same_workload)
 
 
 def _replay_direct(out: ReplayOutcome, tj, workload, postprocs, same_workload: bool) -> bool:
