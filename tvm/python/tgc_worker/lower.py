@@ -253,7 +253,9 @@ def emit_task_function(bb: relax.BlockBuilder, task: Task) -> TaskFunction:
                     if immediates.get(bi) == oi
                     else value_var[x]
                     for oi, x in enumerate(b.operands)
-                ] + [bound_var[(bi, slot)] for slot, _ in bounds.get(bi, [])]
+                ]
+                if bi in bounds:  # the clip's (min, max) parameters, None where infinite
+                    operands += [bound_var.get((bi, 1)), bound_var.get((bi, 2))]
                 try:
                     expr = OPS[b.op].lower(R, bb, operands, b.attrs)
                     out = bb.emit(expr)

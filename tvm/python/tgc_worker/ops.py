@@ -15,7 +15,6 @@ defaults filled in, and `check_attrs` only checks what arrived.
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -136,16 +135,17 @@ def _relax_clip(x, lo, hi, R):
 def _clip(R, bb, xs, a):
     """Relax's clip; with `tensor_bounds`, ONNX Clip as TVM's ONNX frontend writes it:
     `maximum` with the min, then `minimum` with the max, each bound a rank-0 parameter
-    (xs[1:], the finite bounds in that order, which lower.clip_bounds lifts)."""
-    x, bounds = xs[0], list(xs[1:])
-    if not bounds:
-        return _relax_clip(x, a["min"], a["max"], R)
-    if math.isfinite(a["min"]):
-        x = R.maximum(x, bounds.pop(0))
-        if not bounds:
+    (xs[1:] = the min's and the max's, None for an infinite one, as lower.clip_bounds
+    lifts them)."""
+    if len(xs) == 1:
+        return _relax_clip(xs[0], a["min"], a["max"], R)
+    x, lo, hi = xs
+    if lo is not None:
+        x = R.maximum(x, lo)
+        if hi is None:
             return x
         x = bb.emit(x)
-    return R.minimum(x, bounds.pop(0))
+    return R.minimum(x, hi)
 
 
 def _hard_swish(R, bb, xs, a):
