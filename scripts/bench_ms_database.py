@@ -66,10 +66,8 @@ class Recording(PyDatabase):
         import stock_tvm
 
         self.inner.commit_tuning_record(rec)
-        secs = [float(x) for x in rec.run_secs or []]
-        ok = bool(secs) and max(secs) < 1e9
         self.log.append((time.time() - self.t0, stock_tvm.hash_u64(rec.workload.mod),
-                         sum(secs) / len(secs) if ok else None))
+                         stock_tvm._secs(rec)))
 
     def get_top_k(self, workload, top_k):
         return self.inner.get_top_k(workload, top_k)

@@ -553,21 +553,32 @@ fn alternating_rounds_time_two_databases(fixture: &Path, db: &Path, target: &str
     );
 }
 
-/// An ONNX model built with TVM's default schedules and timed beside onnxruntime on the same
-/// file: both latencies and the ratio, printed and in the report.
-fn onnxruntime_beside_tvm(dir: &Path) {
-    let onnx = dir.join("b.onnx");
-    let python = tgc_tvm::find_python().expect("the pinned TVM venv");
-    let out = Command::new(python)
-        .arg(tgc_tvm::worker_dir().join("tests/onnx_models.py"))
-        .args(["blocks", s(&onnx), "12", "8"])
+/// Runs a Python script of the repository in the TVM venv, the worker package importable;
+/// it must succeed.
+fn python_script(script: &Path, args: &[&str]) {
+    let out = Command::new(tgc_tvm::find_python().expect("the pinned TVM venv"))
+        .arg(script)
+        .args(args)
+        .env("PYTHONPATH", tgc_tvm::worker_dir())
         .output()
         .expect("python runs");
     assert!(
         out.status.success(),
-        "{}",
+        "{script:?} {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The test ONNX writer (`tvm/python/tests/onnx_models.py`).
+fn onnx_models() -> PathBuf {
+    tgc_tvm::worker_dir().join("tests/onnx_models.py")
+}
+
+/// An ONNX model built with TVM's default schedules and timed beside onnxruntime on the same
+/// file: both latencies and the ratio, printed and in the report.
+fn onnxruntime_beside_tvm(dir: &Path) {
+    let onnx = dir.join("b.onnx");
+    python_script(&onnx_models(), &["blocks", s(&onnx), "12", "8"]);
     let lib = dir.join("b-onnx.so");
     let report = dir.join("b-onnx.json");
     let out = ok(&[
@@ -622,26 +633,14 @@ fn a_stock_database_of_every_clamp_builds_exact_and_exports_back() {
     let dir = std::env::temp_dir().join(format!("tgc-clamps-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let python = tgc_tvm::find_python().expect("the TVM venv");
-    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let run = |args: &[&str]| {
-        let out = Command::new(&python)
-            .args(args)
-            .env("PYTHONPATH", tgc_tvm::worker_dir())
-            .output()
-            .expect("python runs");
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
     let model = dir.join("clips.onnx");
-    let writer = repo.join("tvm/python/tests/onnx_models.py");
-    run(&[s(&writer), "clips", s(&model), "17"]);
+    python_script(&onnx_models(), &["clips", s(&model), "17"]);
     let msdb = dir.join("msdb");
-    let stock = repo.join("cli/tests/stock_ms_db.py");
-    run(&[s(&stock), s(&model), s(&msdb), "--all-tasks", "--trials", "2"]);
+    let stock = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/stock_ms_db.py");
+    python_script(
+        &stock,
+        &[s(&model), s(&msdb), "--all-tasks", "--trials", "2"],
+    );
     let manifest = read_json(&msdb.join("manifest.json"));
     let stock_hashes: Vec<&str> = manifest["tasks"]
         .as_array()
@@ -663,7 +662,10 @@ fn a_stock_database_of_every_clamp_builds_exact_and_exports_back() {
     let tasks = tasks_of(&report);
     assert_eq!(tasks.len(), 4, "{report}");
     for t in tasks {
-        assert_eq!(t["plan_tier"], "tvm-hash", "found by TVM's workload hash: {t}");
+        assert_eq!(
+            t["plan_tier"], "tvm-hash",
+            "found by TVM's workload hash: {t}"
+        );
         assert_eq!(t["tier"], "exact", "{t}");
         assert_eq!(t["source"]["kind"], "metaschedule-import", "{t}");
         let hash = t["workload_hash"].as_str().expect("hash");
