@@ -416,7 +416,12 @@ fn our_lowering_hashes_like_tvms_tasks() {
         "keras-densenet121.onnx",
         "keras-inceptionv3.onnx",
     ] {
-        all.extend(lowering_mismatches(&mut worker, model, &partitioned(model), &fixture(model)));
+        all.extend(lowering_mismatches(
+            &mut worker,
+            model,
+            &partitioned(model),
+            &fixture(model),
+        ));
     }
     assert!(all.is_empty(), "workloads that differ from TVM's: {all:#?}");
     worker.shutdown().expect("worker stops");
@@ -444,14 +449,34 @@ fn every_onnx_clamp_hashes_like_tvms_task() {
                 .expect("python runs");
             assert!(status.success(), "{args:?}");
         };
-        run(&[script.as_os_str(), "clips".as_ref(), model.as_os_str(), opset.as_ref()]);
-        run(&["-m".as_ref(), "tgc_tvm_ref".as_ref(), model.as_os_str(), "--json".as_ref(), json.as_os_str()]);
+        run(&[
+            script.as_os_str(),
+            "clips".as_ref(),
+            model.as_os_str(),
+            opset.as_ref(),
+        ]);
+        run(&[
+            "-m".as_ref(),
+            "tgc_tvm_ref".as_ref(),
+            model.as_os_str(),
+            "--json".as_ref(),
+            json.as_os_str(),
+        ]);
         let theirs: Value =
             serde_json::from_str(&std::fs::read_to_string(&json).expect("analysis")).expect("JSON");
         let want = if opset == "10" { 3 } else { 4 };
-        assert_eq!(theirs["tasks"].as_array().expect("tasks").len(), want, "opset {opset}");
+        assert_eq!(
+            theirs["tasks"].as_array().expect("tasks").len(),
+            want,
+            "opset {opset}"
+        );
         let label = format!("clips, opset {opset}");
-        all.extend(lowering_mismatches(&mut worker, &label, &partitioned_file(&model), &theirs));
+        all.extend(lowering_mismatches(
+            &mut worker,
+            &label,
+            &partitioned_file(&model),
+            &theirs,
+        ));
     }
     assert!(all.is_empty(), "workloads that differ from TVM's: {all:#?}");
     worker.shutdown().expect("worker stops");
@@ -514,6 +539,11 @@ fn lowering_mismatches(
             mismatches.push(format!("{name} (TVM {tvm_name})"));
         }
     }
-    (!mismatches.is_empty())
-        .then(|| format!("{model}: {} of {}: {mismatches:?}", mismatches.len(), theirs.len()))
+    (!mismatches.is_empty()).then(|| {
+        format!(
+            "{model}: {} of {}: {mismatches:?}",
+            mismatches.len(),
+            theirs.len()
+        )
+    })
 }

@@ -298,7 +298,10 @@ mod tests {
             json!({"axis": [1], "keepdims": false})
         );
         // strict JSON has no infinities: the protocol spells them as strings
-        assert_eq!(t["bindings"][1]["attrs"], json!({"min": "-inf", "max": 6.0}));
+        assert_eq!(
+            t["bindings"][1]["attrs"],
+            json!({"min": "-inf", "max": 6.0})
+        );
     }
 
     /// The worker's op table is read from `tgc_worker/op_schema.json`; this keeps that file

@@ -371,9 +371,8 @@ fn clip<'m>(cx: &mut Importer<'m, '_>, n: &NodeIn<'m>) -> PResult<Vec<Val<'m>>> 
         let Some(v) = n.opt(i) else { return Ok(None) };
         Ok(match cx.try_const(&v)? {
             // ONNX Runtime treats a NaN bound as no bound.
-            Some(_) => Some(Bound::Known(cx.const_scalar(&v, name)?)).filter(
-                |b| !matches!(b, Bound::Known(v) if v.is_nan()),
-            ),
+            Some(_) => Some(Bound::Known(cx.const_scalar(&v, name)?))
+                .filter(|b| !matches!(b, Bound::Known(v) if v.is_nan())),
             None => Some(Bound::Value(v)),
         })
     };

@@ -632,7 +632,11 @@ fn clip_with_bounds_as_inputs_or_attributes() {
         bounds,
         vec![
             (&Attr::Float(0.0), &Attr::Float(6.0), &Attr::Bool(true)),
-            (&Attr::Float(f64::NEG_INFINITY), &Attr::Float(6.0), &Attr::Bool(true)),
+            (
+                &Attr::Float(f64::NEG_INFINITY),
+                &Attr::Float(6.0),
+                &Attr::Bool(true)
+            ),
         ]
     );
 
@@ -643,7 +647,10 @@ fn clip_with_bounds_as_inputs_or_attributes() {
     g.node("Clip", &["x"], &["y"], vec![a_float("min", -1.0)])
         .output("y");
     let m = g.ok();
-    assert_eq!(op_seq(&m), s(&["constant", "maximum", "constant", "minimum"]));
+    assert_eq!(
+        op_seq(&m),
+        s(&["constant", "maximum", "constant", "minimum"])
+    );
     let f = m.function("main").unwrap();
     let values: Vec<&Attr> = f
         .bindings
