@@ -11,11 +11,13 @@ was (issue 31, delivery 3).
    DIR/cache.sqlite, unless `--cache` names one already made.
 2. B is TVM's own import of the model (`--b`, default the same file) with `--b-shape`,
    prepared as `compile_relax` prepares it (scripts/stock_tvm.py).
-3. Both arms run stock `ms.relax_integration.tune_relax` on B with the same trials, trials
-   per round, population and seed. stock: `JSONDatabase` in DIR/stock. tgc:
-   `tgc.ms.Database(cache, target, model=B)`, which gives every task the cache has no record
-   of tgc's transfer from A (its planning, timed apart, counts in the arm's time). Every
-   commit is timestamped by a recording database around each.
+3. Every arm runs stock `ms.relax_integration.tune_relax` on B with the same trials, trials
+   per round, population and seed. stock: `JSONDatabase` in DIR/stock and MetaSchedule's
+   `EvolutionarySearch`. tgc: `tgc.ms.Database(cache, target, model=B)`, which gives every
+   task the cache has no record of tgc's transfer from A (its planning, timed apart, counts
+   in the arm's time), and the same search. tgc-seeded: that Database and
+   `tgc.ms.SeededSearch` around the same search (the transfers measured first). Every commit
+   is timestamped by a recording database around each.
 4. Per arm: each task's best latency over time, the model's estimated latency over time
    (sum of weight x best over the tasks; unknown until every task has a valid record), the
    time at which it first reaches stock's final estimate, and the two databases compiled
@@ -30,6 +32,7 @@ import argparse
 import json
 import os
 import pathlib
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -109,15 +112,18 @@ def first_reach(estimate, goal):
     return next((t for t, e in estimate if e <= goal * (1 + 1e-9)), None)
 
 
-def tune_arm(name, tuning_mod, target, work_dir, database, args, log):
+def tune_arm(name, tuning_mod, target, work_dir, database, args, log, seeded=False):
     from tvm.s_tir import meta_schedule as ms
 
+    import tgc.ms
+
     log(f"{name}: tune_relax, {args.trials} trials, {args.per_round} per round")
+    search = ms.search_strategy.EvolutionarySearch(population_size=args.population)
     t0 = time.time()
     ms.relax_integration.tune_relax(
         tuning_mod, {}, target, str(work_dir), args.trials, num_trials_per_iter=args.per_round,
         database=database, builder=ms.builder.LocalBuilder(timeout_sec=args.builder_timeout),
-        strategy=ms.search_strategy.EvolutionarySearch(population_size=args.population),
+        strategy=(tgc.ms.SeededSearch(search) if seeded else search),
         seed=args.seed,
     )
     return time.time() - t0
@@ -164,20 +170,27 @@ def run(args, log=print) -> dict:
     ensure_tensor_intrin()
 
     arms = {}
-    t0 = time.time()
-    (out / "stock").mkdir(exist_ok=True)
-    stock_db = Recording(ms.database.JSONDatabase(work_dir=str(out / "stock")), t0)
-    stock_s = tune_arm("stock", tuning_mod, target, out / "stock", stock_db, args, log)
-    arms["stock"] = dict(tuning_s=stock_s, log=stock_db.log, db=stock_db)
-
-    t0 = time.time()
-    inner = tgc.ms.Database(cache, target, create=False, model=mod, name="b")
-    plan_s = time.time() - t0
-    tgc_db = Recording(inner, t0)
-    tgc_s = plan_s + tune_arm("tgc", tuning_mod, target, out / "tgc", tgc_db, args, log)
-    arms["tgc"] = dict(tuning_s=tgc_s, plan_s=plan_s, log=tgc_db.log, db=tgc_db,
-                       transfers_served=inner.transfers_served,
-                       tasks_with_transfer=len(inner._transfers))
+    for name in args.arms:
+        t0 = time.time()
+        (out / name).mkdir(exist_ok=True)
+        if name == "stock":
+            db = Recording(ms.database.JSONDatabase(work_dir=str(out / name)), t0)
+            arms[name] = dict(tuning_s=tune_arm(name, tuning_mod, target, out / name, db, args, log),
+                              log=db.log, db=db)
+            continue
+        # each tgc arm reads a copy of A's cache, since the arms commit into it
+        arm_cache = out / name / "cache.sqlite"
+        with sqlite3.connect(cache) as src, sqlite3.connect(arm_cache) as dst:
+            src.backup(dst)
+        t0 = time.time()
+        inner = tgc.ms.Database(arm_cache, target, create=False, model=mod, name="b")
+        plan_s = time.time() - t0
+        db = Recording(inner, t0)
+        tuning_s = plan_s + tune_arm(name, tuning_mod, target, out / name, db, args, log,
+                                     seeded=name == "tgc-seeded")
+        arms[name] = dict(tuning_s=tuning_s, plan_s=plan_s, log=db.log, db=db,
+                          transfers_served=inner.transfers_served,
+                          tasks_with_transfer=len(inner._transfers))
 
     report = {"schema": SCHEMA, "a": str(args.a), "b": str(b_path), "b_shape": args.b_shape,
               "target": json.loads(json.dumps(tgc.ms._json_safe(target.export()))),
@@ -199,8 +212,9 @@ def run(args, log=print) -> dict:
     exes = {name: ms.relax_integration.compile_relax(arm["db"], user_mod, target, params=None)
             for name, arm in arms.items()}
     medians = {name: [] for name in arms}
+    order = list(arms)
     for r in range(args.rounds):
-        for name in (("stock", "tgc") if r % 2 == 0 else ("tgc", "stock")):
+        for name in (order if r % 2 == 0 else order[::-1]):
             medians[name].append(stock_tvm.time_model(exes[name], target, inputs_np,
                                                       repeat=args.runs)["latency_ms"]["median"])
     for name, arm in arms.items():
@@ -209,15 +223,15 @@ def run(args, log=print) -> dict:
         arm["e2e_round_medians_ms"] = medians[name]
         arm["e2e_ms"] = statistics.median(medians[name])
         report["arms"][name] = arm
-    s, t = report["arms"]["stock"], report["arms"]["tgc"]
-    report["ratios"] = {
-        "tuning_s_tgc_over_stock": t["tuning_s"] / s["tuning_s"],
-        "time_to_stock_final_tgc_over_stock": (t["reaches_stock_final_s"] / s["reaches_stock_final_s"]
-                                               if t["reaches_stock_final_s"] and s["reaches_stock_final_s"]
-                                               else None),
-        "e2e_tgc_over_stock": t["e2e_ms"] / s["e2e_ms"],
+    s = report["arms"]["stock"]
+    report["ratios"] = {name: {
+        "tuning_s_over_stock": t["tuning_s"] / s["tuning_s"],
+        "time_to_stock_final_over_stock": (t["reaches_stock_final_s"] / s["reaches_stock_final_s"]
+                                           if t["reaches_stock_final_s"] and s["reaches_stock_final_s"]
+                                           else None),
+        "e2e_over_stock": t["e2e_ms"] / s["e2e_ms"],
         "e2e_round_ratios": [a / b for a, b in zip(t["e2e_round_medians_ms"], s["e2e_round_medians_ms"])],
-    }
+    } for name, t in report["arms"].items() if name != "stock"}
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
     return report
 
@@ -238,15 +252,21 @@ def main(argv=None) -> int:
                    help="LocalBuilder timeout, both arms (its first build in a process imports TVM)")
     p.add_argument("--rounds", type=int, default=6, help="alternating end-to-end rounds")
     p.add_argument("--runs", type=int, default=10, help="timed runs per round")
+    p.add_argument("--arms", default="stock,tgc,tgc-seeded",
+                   type=lambda v: [a for a in v.split(",") if a],
+                   help="which arms, in this order (stock first): stock, tgc, tgc-seeded")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
+    if args.arms[:1] != ["stock"] or not set(args.arms) <= {"stock", "tgc", "tgc-seeded"}:
+        p.error("--arms: stock first, then tgc and/or tgc-seeded")
     r = run(args, log=lambda m: print(m, file=sys.stderr))
-    s, t = r["arms"]["stock"], r["arms"]["tgc"]
-    print(f"B: {len(r['tasks'])} tasks; tgc's Database transferred to {t['tasks_with_transfer']}"
-          f" (served {t['transfers_served']} records)")
-    for name, a in (("stock JSONDatabase", s), ("tgc.ms.Database", t)):
-        print(f"{name:20s} tuning {a['tuning_s']:7.1f} s, estimate {a['final_estimate_s']},"
-              f" reaches stock's final at {a['reaches_stock_final_s']} s, e2e {a['e2e_ms']:.2f} ms")
+    print(f"B: {len(r['tasks'])} tasks")
+    for name, a in r["arms"].items():
+        served = (f"; transferred to {a['tasks_with_transfer']} tasks, served {a['transfers_served']}"
+                  f" records" if "transfers_served" in a else "")
+        print(f"{name:11s} tuning {a['tuning_s']:7.1f} s, estimate {a['final_estimate_s']},"
+              f" reaches stock's final at {a['reaches_stock_final_s']} s, e2e {a['e2e_ms']:.2f} ms"
+              f"{served}")
     print(json.dumps(r["ratios"]))
     return 0
 

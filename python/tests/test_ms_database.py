@@ -13,6 +13,7 @@ import unittest
 from pathlib import Path
 
 import tvm
+import tvm_ffi
 from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 from tvm.script import relax as R
@@ -122,6 +123,9 @@ class TestMsDatabase(unittest.TestCase):
         tgc.tune(conv_relu(8), name="a16", cache=cache, trials_per_task=4, trials_per_round=4,
                  population=32, measure=False, work_dir=self.dir / "a16")
         b = conv_relu(8, hw=32)
+        seeded_cache = str(self.dir / "neighbour-seeded.sqlite")
+        with sqlite3.connect(cache) as src, sqlite3.connect(seeded_cache) as dst:
+            src.backup(dst)
         plain = tgc.ms.Database(cache, self.target, create=False)
         self.assertEqual(plain.get_top_k(plain.commit_workload(_task_mod(b, self.target)), 4), [])
         db = tgc.ms.Database(cache, self.target, create=False, model=b, name="b32")
@@ -146,6 +150,18 @@ class TestMsDatabase(unittest.TestCase):
         self.assertGreater(db.transfers_served, served)
         self.assertGreaterEqual(len(plain.get_top_k(plain.commit_workload(wl.mod), 8)), 1,
                                 "the trials are committed into the cache")
+        # SeededSearch measures the transfers first, then searches; they count as trials
+        db = tgc.ms.Database(seeded_cache, self.target, create=False, model=b, name="b32")
+        wl = db.commit_workload(_task_mod(b, self.target))
+        seeds = [_applied_hash(wl.mod, r) for r in db.get_top_k(wl, 2)]
+        ms.relax_integration.tune_relax(lowered(b, self.target), {}, self.target, str(self.dir / "b32s"),
+                                        max_trials_global=4, num_trials_per_iter=4, database=db,
+                                        builder=builder(), strategy=tgc.ms.SeededSearch(seeds=2))
+        committed = db.get_all_tuning_records()
+        self.assertEqual(len(committed), 4)
+        self.assertEqual([_applied_hash(wl.mod, r) for r in committed[:len(seeds)]], seeds)
+        self.assertEqual(len({_applied_hash(wl.mod, r) for r in committed}), 4, "no seed twice")
+        self.assertTrue(all(r.run_secs for r in committed[:len(seeds)]), "the seeds were measured")
 
     def test_two_processes_commit_into_one_cache_and_lose_nothing(self):
         wl = self.db.commit_workload(_task_mod(self.mod, self.target))
@@ -177,6 +193,13 @@ class TestMsDatabase(unittest.TestCase):
         self.assertIn(cache, str(e.exception))
         self.assertIn("base64", str(e.exception))
         self.assertEqual(tgc.Cache(cache, create=False).stats()["records"], 0)
+
+
+def _applied_hash(workload, record) -> int:
+    """The structural hash of the schedule `record` gives `workload`."""
+    sch = tvm.s_tir.Schedule(workload)
+    record.trace.apply_to_schedule(sch, remove_postproc=False)
+    return tvm_ffi.structural_hash(sch.mod)
 
 
 def _task_mod(mod, target):

@@ -26,8 +26,18 @@ its own gets tgc's transfer instead: the model is partitioned and planned as ``t
 plans it (``plan_schedules``: the ranked records of its structural or family neighbours),
 and ``get_top_k`` returns those traces replayed on the workload (tiles repaired for its
 extents, or the anchor block's schedule transferred; ``run_secs`` None, since nothing was
-measured on it). Stock MetaSchedule's evolutionary search then starts from them (its
-database picks), and ``MetaScheduleApplyDatabase`` applies the best at zero trials.
+measured on it), and ``MetaScheduleApplyDatabase`` applies the best at zero trials.
+
+Tuning, stock MetaSchedule's evolutionary search puts them in its initial population (its
+database picks) but measures none of them for sure: until its cost model has 100 samples
+(across all tasks) it ranks the population at random, so a transfer is measured by chance
+and, unmeasured, never becomes the task's best. ``SeededSearch`` (a search strategy for
+``tune_relax(..., strategy=tgc.ms.SeededSearch())``) measures a workload's unmeasured
+database records first, then searches as the evolutionary search does::
+
+    ms.relax_integration.tune_relax(mod, {}, target, work_dir, 64,
+                                    database=tgc.ms.Database(cache, target, model=mod),
+                                    strategy=tgc.ms.SeededSearch())
 """
 
 from __future__ import annotations
@@ -38,12 +48,14 @@ import os
 import tvm
 import tvm_ffi
 from tvm.s_tir.meta_schedule.database import MemoryDatabase, PyDatabase, TuningRecord, Workload
+from tvm.s_tir.meta_schedule.search_strategy import (EvolutionarySearch, MeasureCandidate,
+                                                     PySearchStrategy)
 from tvm.ir.utils import derived_object
 
 from . import _native
 from .relax import _json_safe, _target_text, _worker_measure
 
-__all__ = ["Database", "SOURCE"]
+__all__ = ["Database", "SeededSearch", "SOURCE"]
 
 # The provenance of the records TVM's tuner commits.
 SOURCE = "metaschedule"
@@ -173,3 +185,79 @@ class Database(PyDatabase):
 
     def __len__(self) -> int:
         return len(self._committed)
+
+
+@derived_object
+class SeededSearch(PySearchStrategy):
+    """A search strategy that measures the database's unmeasured records of the workload
+    (``run_secs`` None: a ``Database``'s transfers) before anything else, at most `seeds`
+    of them (default: one round), best first, then runs `search` (default: MetaSchedule's
+    ``EvolutionarySearch()``), whose database picks then include the measured seeds. The
+    seeds count against the task's trials; a candidate of the search that repeats a seed
+    is dropped from its round."""
+
+    def __init__(self, search=None, seeds: int | None = None):
+        super().__init__()
+        self.search = search if search is not None else EvolutionarySearch()
+        self.seeds = seeds
+        self._context = None
+        self._pending: list[MeasureCandidate] = []
+        self._seeded: set[int] = set()
+        #: seeds measured by this strategy's current task
+        self.seeds_measured = 0
+
+    def _initialize_with_tune_context(self, context) -> None:
+        self._context = context
+        self.search._initialize_with_tune_context(context)
+
+    def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None,
+                   cost_model=None) -> None:
+        self.search.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database,
+                               cost_model)
+        self._pending, self._seeded, self.seeds_measured = [], set(), 0
+        if database is None:
+            return
+        limit = min(self.seeds if self.seeds is not None else num_trials_per_iter, max_trials)
+        mod = self._context.mod
+        if limit <= 0 or not database.has_workload(mod):
+            return
+        records = database.get_top_k(database.commit_workload(mod), limit)
+        self._pending = [c for c in map(self._candidate, records) if c is not None]
+
+    def _candidate(self, record: TuningRecord) -> MeasureCandidate | None:
+        """A measure candidate of an unmeasured record whose trace applies, else None."""
+        from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+        from tgc_worker.replay import new_schedule
+
+        if record.run_secs is not None:
+            return None
+        try:
+            sch = new_schedule(self._context.mod)
+            record.trace.apply_to_schedule(sch, remove_postproc=False)
+        except Exception:  # noqa: BLE001 - a seed that does not apply is no candidate
+            return None
+        h = _hash(sch.mod)
+        if h in self._seeded:
+            return None
+        self._seeded.add(h)
+        return MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+
+    def post_tuning(self) -> None:
+        self.search.post_tuning()
+
+    def generate_measure_candidates(self) -> list[MeasureCandidate] | None:
+        if self._pending:
+            pending, self._pending = self._pending, []
+            return pending
+        found = self.search.generate_measure_candidates()
+        if found is None:
+            return None
+        return [c for c in found if _hash(c.sch.mod) not in self._seeded]
+
+    def notify_runner_results(self, measure_candidates, results) -> None:
+        if measure_candidates and _hash(measure_candidates[0].sch.mod) in self._seeded:
+            self.seeds_measured += len(measure_candidates)
+        self.search.notify_runner_results(measure_candidates, results)
+
+    def clone(self) -> "SeededSearch":
+        return SeededSearch(self.search.clone(), self.seeds)
