@@ -163,6 +163,26 @@ class TestMsDatabase(unittest.TestCase):
         self.assertEqual(len({_applied_hash(wl.mod, r) for r in committed}), 4, "no seed twice")
         self.assertTrue(all(r.run_secs for r in committed[:len(seeds)]), "the seeds were measured")
 
+    def test_tvms_tuning_pipeline_tunes_into_the_current_database(self):
+        # static_shape_tuning tunes into its work_dir's JSON database in stock TVM; with a
+        # tgc Database entered (and tgc.ms imported) it tunes into the cache and applies it
+        cache = str(self.dir / "pipeline.sqlite")
+        db = tgc.ms.Database(cache, self.target)
+        work_dir = self.dir / "pipeline"
+        pipeline = relax.get_pipeline("static_shape_tuning", target=self.target, total_trials=4,
+                                      work_dir=str(work_dir))
+        with self.target, db:
+            out = pipeline(conv_relu(4))
+        self.assertEqual(len(db), 4, "every trial committed into the Database")
+        self.assertGreater(tgc.Cache(cache, create=False).stats()["records"], 0)
+        self.assertFalse((work_dir / "database_tuning_record.json").exists())
+        self.assertEqual(scheduled(out), {"fused_conv2d_relu": True})
+        # a later tgc tune of the model finds the pipeline's record by workload
+        r = tgc.tune(conv_relu(4), name="pipeline", cache=cache, trials_per_task=4,
+                     trials_per_round=4, population=32, tolerance=3.0, measure=False,
+                     work_dir=self.dir / "pipeline-tgc")
+        self.assertEqual(r["tasks"][0]["tier"], "tvm-hash", r["tasks"][0])
+
     def test_two_processes_commit_into_one_cache_and_lose_nothing(self):
         wl = self.db.commit_workload(_task_mod(self.mod, self.target))
         recs = self.db.get_top_k(wl, 64)

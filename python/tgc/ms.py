@@ -38,6 +38,14 @@ database records first, then searches as the evolutionary search does::
     ms.relax_integration.tune_relax(mod, {}, target, work_dir, 64,
                                     database=tgc.ms.Database(cache, target, model=mod),
                                     strategy=tgc.ms.SeededSearch())
+
+TVM's tuning pipeline (``relax.get_pipeline("static_shape_tuning", ...)``, any
+``MetaScheduleTuneIRMod``) tunes into the JSON database of its ``work_dir``, whatever database
+is current, while its ``MetaScheduleApplyDatabase`` reads the current one. Importing this
+module makes the tuning stage use the current database too (and ``SeededSearch``), so that
+``with target, db: mod = relax.get_pipeline("static_shape_tuning", ...)(mod)`` tunes into
+and compiles from the tgc cache; with no database current it is TVM's own. TVM looks the
+tuning function up once per process, so import ``tgc.ms`` before the first tuning pipeline.
 """
 
 from __future__ import annotations
@@ -261,3 +269,30 @@ class SeededSearch(PySearchStrategy):
 
     def clone(self) -> "SeededSearch":
         return SeededSearch(self.search.clone(), self.seeds)
+
+
+# The global function TVM's MetaScheduleTuneIRMod calls (registered by TVM's Python side on
+# importing relax_integration, which therefore comes first).
+_TUNE_RELAX = "tvm.s_tir.meta_schedule.tune_relax"
+from tvm.s_tir.meta_schedule import relax_integration as _relax_integration  # noqa: E402
+
+_tvms_tune_relax = tvm_ffi.get_global_func(_TUNE_RELAX)
+
+
+def _tune_relax_into_current(mod, params, target, work_dir, max_trials_global,
+                             max_trials_per_task=None, op_names=None):
+    """TVM's pipeline tuning stage, tuning into the current database when one is entered."""
+    from tvm.s_tir.meta_schedule.database import Database as MsDatabase
+
+    current = MsDatabase.current()
+    if current is None:
+        return _tvms_tune_relax(mod, params, target, work_dir, max_trials_global,
+                                max_trials_per_task, op_names)
+    _relax_integration.tune_relax(
+        mod, params, target, work_dir, int(max_trials_global),
+        None if max_trials_per_task is None else int(max_trials_per_task), op_names,
+        database=current, strategy=SeededSearch())
+    return mod
+
+
+tvm_ffi.register_global_func(_TUNE_RELAX, _tune_relax_into_current, override=True)
