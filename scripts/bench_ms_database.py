@@ -106,6 +106,34 @@ def curves(log, tasks) -> dict:
             "final_estimate_s": estimate[-1][1] if estimate else None}
 
 
+def per_task_against(mine, stock) -> dict:
+    """Per task: the final best against stock's final best, and the time each first reaches
+    stock's final best (stock's own: when it found it)."""
+    out = {}
+    for h, curve in mine.items():
+        goal = stock[h][-1][1] if stock.get(h) else None
+        final = curve[-1][1] if curve else None
+        out[h] = {"final_s": final, "stock_final_s": goal,
+                  "final_over_stock": final / goal if final and goal else None,
+                  "reaches_stock_final_s": first_reach(curve, goal),
+                  "stock_reaches_s": stock[h][-1][0] if stock.get(h) else None}
+    return out
+
+
+def task_summary(tasks: dict) -> dict:
+    """How many tasks end no slower than stock, the geomean of final ratios, how many reach
+    stock's final best, and the median of their time to it over stock's time to it."""
+    ratios = [t["final_over_stock"] for t in tasks.values() if t["final_over_stock"]]
+    reach = [t["reaches_stock_final_s"] / t["stock_reaches_s"] for t in tasks.values()
+             if t["reaches_stock_final_s"] is not None and t["stock_reaches_s"]]
+    return {"tasks": len(tasks), "compared": len(ratios),
+            "no_slower": sum(1 for r in ratios if r <= 1 + 1e-9),
+            "final_geomean": statistics.geometric_mean(ratios) if ratios else None,
+            "final_range": [min(ratios), max(ratios)] if ratios else None,
+            "reach_stock_final": len(reach),
+            "reach_time_over_stock_median": statistics.median(reach) if reach else None}
+
+
 def first_reach(estimate, goal):
     if goal is None:
         return None
@@ -206,6 +234,8 @@ def run(args, log=print) -> dict:
     goal = arms["stock"]["final_estimate_s"]
     for name, arm in arms.items():
         arm["reaches_stock_final_s"] = first_reach(arm["estimate_s"], goal)
+    for name, arm in arms.items():
+        arm["tasks"] = per_task_against(arm["per_task"], arms["stock"]["per_task"])
 
     log("compiling both and timing end to end in alternating rounds")
     inputs_np = stock_tvm.make_inputs(model, inputs)
@@ -230,6 +260,7 @@ def run(args, log=print) -> dict:
                                            if t["reaches_stock_final_s"] and s["reaches_stock_final_s"]
                                            else None),
         "e2e_over_stock": t["e2e_ms"] / s["e2e_ms"],
+        "per_task": task_summary(t["tasks"]),
         "e2e_round_ratios": [a / b for a, b in zip(t["e2e_round_medians_ms"], s["e2e_round_medians_ms"])],
     } for name, t in report["arms"].items() if name != "stock"}
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
@@ -267,6 +298,12 @@ def main(argv=None) -> int:
         print(f"{name:11s} tuning {a['tuning_s']:7.1f} s, estimate {a['final_estimate_s']},"
               f" reaches stock's final at {a['reaches_stock_final_s']} s, e2e {a['e2e_ms']:.2f} ms"
               f"{served}")
+    for name, q in r["ratios"].items():
+        t = q["per_task"]
+        fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+        print(f"{name:11s} per task: {t['no_slower']}/{t['compared']} no slower than stock, final"
+              f" geomean {fmt(t['final_geomean'])}x, {t['reach_stock_final']} reach stock's final"
+              f" best in a median {fmt(t['reach_time_over_stock_median'])}x stock's time to it")
     print(json.dumps(r["ratios"]))
     return 0
 

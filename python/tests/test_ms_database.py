@@ -15,6 +15,7 @@ from pathlib import Path
 import tvm
 import tvm_ffi
 from tvm import relax
+from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.script import relax as R
 
@@ -38,6 +39,20 @@ def builder():
     """TVM's LocalBuilder with room for its first build, which imports TVM in a fresh process
     (over the default 30 s on a loaded 2-core machine: every trial then fails)."""
     return ms.builder.LocalBuilder(timeout_sec=300)
+
+
+@derived_object
+class CountingBuilder(ms.builder.PyBuilder):
+    """TVM's LocalBuilder (as `builder()`), counting the candidates of each build round."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = builder()
+        self.rounds: list[int] = []
+
+    def build(self, build_inputs):
+        self.rounds.append(len(build_inputs))
+        return self.inner.build(build_inputs)
 
 
 def lowered(mod, target):
@@ -150,13 +165,16 @@ class TestMsDatabase(unittest.TestCase):
         self.assertGreater(db.transfers_served, served)
         self.assertGreaterEqual(len(plain.get_top_k(plain.commit_workload(wl.mod), 8)), 1,
                                 "the trials are committed into the cache")
-        # SeededSearch measures the transfers first, then searches; they count as trials
+        # SeededSearch measures the transfers in its first round, which the search fills up;
+        # they count as trials
         db = tgc.ms.Database(seeded_cache, self.target, create=False, model=b, name="b32")
         wl = db.commit_workload(_task_mod(b, self.target))
         seeds = [_applied_hash(wl.mod, r) for r in db.get_top_k(wl, 2)]
+        counting = CountingBuilder()
         ms.relax_integration.tune_relax(lowered(b, self.target), {}, self.target, str(self.dir / "b32s"),
                                         max_trials_global=4, num_trials_per_iter=4, database=db,
-                                        builder=builder(), strategy=tgc.ms.SeededSearch(seeds=2))
+                                        builder=counting, strategy=tgc.ms.SeededSearch(seeds=2))
+        self.assertEqual(counting.rounds, [4], "the seeds and the search share one round")
         committed = db.get_all_tuning_records()
         self.assertEqual(len(committed), 4)
         self.assertEqual([_applied_hash(wl.mod, r) for r in committed[:len(seeds)]], seeds)

@@ -198,11 +198,11 @@ class Database(PyDatabase):
 @derived_object
 class SeededSearch(PySearchStrategy):
     """A search strategy that measures the database's unmeasured records of the workload
-    (``run_secs`` None: a ``Database``'s transfers) before anything else, at most `seeds`
-    of them (default: one round), best first, then runs `search` (default: MetaSchedule's
-    ``EvolutionarySearch()``), whose database picks then include the measured seeds. The
-    seeds count against the task's trials; a candidate of the search that repeats a seed
-    is dropped from its round."""
+    (``run_secs`` None: a ``Database``'s transfers) in its first round, at most `seeds` of
+    them (default: one round), best first, the rest of that round filled by `search`
+    (default: MetaSchedule's ``EvolutionarySearch()``), which runs alone afterwards with the
+    measured seeds among its database picks. The seeds count against the task's trials and
+    take no round of their own; a candidate of the search that repeats a seed is dropped."""
 
     def __init__(self, search=None, seeds: int | None = None):
         super().__init__()
@@ -211,6 +211,7 @@ class SeededSearch(PySearchStrategy):
         self._context = None
         self._pending: list[MeasureCandidate] = []
         self._seeded: set[int] = set()
+        self._round = 0
         #: seeds measured by this strategy's current task
         self.seeds_measured = 0
 
@@ -223,9 +224,10 @@ class SeededSearch(PySearchStrategy):
         self.search.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database,
                                cost_model)
         self._pending, self._seeded, self.seeds_measured = [], set(), 0
+        self._round = min(num_trials_per_iter, max_trials)
         if database is None:
             return
-        limit = min(self.seeds if self.seeds is not None else num_trials_per_iter, max_trials)
+        limit = min(self.seeds if self.seeds is not None else num_trials_per_iter, self._round)
         mod = self._context.mod
         if limit <= 0 or not database.has_workload(mod):
             return
@@ -254,17 +256,17 @@ class SeededSearch(PySearchStrategy):
         self.search.post_tuning()
 
     def generate_measure_candidates(self) -> list[MeasureCandidate] | None:
-        if self._pending:
-            pending, self._pending = self._pending, []
-            return pending
+        seeds, self._pending = self._pending, []
+        if len(seeds) >= self._round:
+            return seeds
         found = self.search.generate_measure_candidates()
         if found is None:
-            return None
-        return [c for c in found if _hash(c.sch.mod) not in self._seeded]
+            return seeds or None
+        found = [c for c in found if _hash(c.sch.mod) not in self._seeded]
+        return seeds + found[:self._round - len(seeds)] if seeds else found
 
     def notify_runner_results(self, measure_candidates, results) -> None:
-        if measure_candidates and _hash(measure_candidates[0].sch.mod) in self._seeded:
-            self.seeds_measured += len(measure_candidates)
+        self.seeds_measured += sum(1 for c in measure_candidates if _hash(c.sch.mod) in self._seeded)
         self.search.notify_runner_results(measure_candidates, results)
 
     def clone(self) -> "SeededSearch":
