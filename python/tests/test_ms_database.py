@@ -19,6 +19,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.script import relax as R
 
+import support
 import tgc
 import tgc.ms
 
@@ -180,6 +181,29 @@ class TestMsDatabase(unittest.TestCase):
         self.assertEqual([_applied_hash(wl.mod, r) for r in committed[:len(seeds)]], seeds)
         self.assertEqual(len({_applied_hash(wl.mod, r) for r in committed}), 4, "no seed twice")
         self.assertTrue(all(r.run_secs for r in committed[:len(seeds)]), "the seeds were measured")
+
+    def test_a_family_transfer_is_served_when_the_search_can_mutate_it(self):
+        # ReLU6 tuned from ONNX (TVM's from_onnx workload: maximum/minimum by bound tensors),
+        # asked for by a Relax model with R.clip: the family tier, TVM's anchor transfer.
+        # Stock MetaSchedule's search mutates what get_top_k returns and fails fatally on an
+        # anchor trace that looks up loops a compute-location mutation changes, so those are
+        # skipped and counted; the rest are served.
+        from tgc_worker.replay import search_safe
+
+        onnx_path = self.dir / "conv_clip.onnx"
+        support.onnx_conv_clip(onnx_path)
+        cache = str(self.dir / "clip.sqlite")
+        tgc.tune(onnx_path, name="onnx", cache=cache, trials_per_task=8, trials_per_round=4,
+                 population=32, measure=False, work_dir=self.dir / "clip")
+        b = support.relax_conv_clip()
+        db = tgc.ms.Database(cache, self.target, create=False, model=b, name="relax")
+        wl = db.commit_workload(_task_mod(b, self.target))
+        recs = db.get_top_k(wl, 8)
+        self.assertGreaterEqual(len(recs), 1)
+        self.assertGreaterEqual(len(recs) + db.transfers_skipped, 3)  # the cache keeps 3 per task
+        for r in recs:
+            self.assertIsNone(r.run_secs)
+            self.assertTrue(search_safe(r.trace, wl.mod))
 
     def test_tvms_tuning_pipeline_tunes_into_the_current_database(self):
         # static_shape_tuning tunes into its work_dir's JSON database in stock TVM; with a

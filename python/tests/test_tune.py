@@ -150,3 +150,39 @@ class TestTuneOptions(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestClipFromTwoFrontends(unittest.TestCase):
+    """ReLU6 from ONNX (Clip with tensor bounds, lowered as TVM's from_onnx does) and from
+    Relax (R.clip) are two TVM workloads, two structural keys and one family: a record tuned
+    through either frontend seeds the other's task (family tier, TVM's anchor transfer), in
+    both directions, and the seeded search runs its rounds with the transfers among them."""
+
+    def test_a_record_of_either_frontend_seeds_the_other(self):
+        with tempfile.TemporaryDirectory() as d:
+            d = Path(d)
+            onnx_path = d / "conv_clip.onnx"
+            support.onnx_conv_clip(onnx_path)
+            models = {"onnx": onnx_path, "relax": support.relax_conv_clip()}
+            keys = {k: tgc.tasks(m, name=k)["tasks"] for k, m in models.items()}
+            for ts in keys.values():
+                self.assertEqual(len(ts), 1)
+            self.assertNotEqual(keys["onnx"][0]["structural_key"], keys["relax"][0]["structural_key"])
+            self.assertEqual(keys["onnx"][0]["family_key"], keys["relax"][0]["family_key"])
+            for first, second in (("onnx", "relax"), ("relax", "onnx")):
+                opts = dict(cache=d / f"{first}.sqlite", trials_per_task=8, trials_per_round=4,
+                            population=32, measure=False)
+                a = tgc.tune(models[first], name=first, work_dir=d / f"{first}-a", **opts)
+                self.assertEqual(a["tasks"][0]["tier"], "none")
+                b = tgc.tune(models[second], name=second, work_dir=d / f"{first}-b", **opts)
+                t = b["tasks"][0]
+                self.assertEqual(t["tier"], "family", t)
+                self.assertEqual(t["seed_source"]["model"], first)
+                self.assertGreater(t["seeds_tried"], 0)
+                self.assertEqual(t["seeds_failed"], 0)
+                # TVM's anchor transfer, or the trace as is where it leaves the tail alone
+                self.assertLessEqual(set(t["seed_modes"]), {"anchor", "repaired"})
+                self.assertEqual(sum(t["seed_modes"].values()), t["seeds_tried"])
+                # the search's rounds ran after the seeds' (patience may end them early)
+                self.assertGreater(len(t["history"]), 1)
+                self.assertGreater(t["trials"], t["seeds_tried"])

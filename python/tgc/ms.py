@@ -111,6 +111,9 @@ class Database(PyDatabase):
         self._replayed: dict[int, list] = {}
         #: records ``get_top_k`` returned from transfers (each return counts)
         self.transfers_served = 0
+        #: transfers left out: they did not replay on the workload, or MetaSchedule's search
+        #: could not mutate the replayed trace (an anchor transfer's; its search would fail)
+        self.transfers_skipped = 0
         if model is not None:
             self._plan(model, name)
 
@@ -145,10 +148,12 @@ class Database(PyDatabase):
             wl = workload.mod
             postprocs = list(make_context(wl, self.target, "transfer").space_generator.postprocs)
             done = [replay(wl, self.target, postprocs, tj, src) for tj, src in self._transfers[h]]
+            kept = [r for r in done if r.ok and r.search_safe]
+            self.transfers_skipped += len(done) - len(kept)
             self._replayed[h] = [
                 TuningRecord(r.sch.trace, workload, run_secs=None, target=self.target,
                              args_info=ArgInfo.from_prim_func(wl["main"]))
-                for r in done if r.ok
+                for r in kept
             ]
         return self._replayed[h]
 

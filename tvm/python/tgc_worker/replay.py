@@ -118,6 +118,9 @@ class ReplayOutcome:
     error: str | None = None
     repaired_decisions: int = 0
     applied: bool = False  # the trace replayed on the workload as is (before postprocessing)
+    # MetaSchedule's evolutionary search can mutate sch.trace (search_safe); checked for the
+    # transfers to another fused tail, False where it cannot
+    search_safe: bool = True
     attempts: list = field(default_factory=list)  # (mode, error) of failed attempts
 
     def as_json(self) -> dict:
@@ -240,6 +243,7 @@ def replay(
         # TVM's anchor transfer needs the trace to schedule the tail; when it does not, the
         # trace may still replay here (blocks it does not name stay as they are)
         if _replay_direct_renamed(out, tj, workload, postprocs, same_workload=False):
+            out.search_safe = search_safe(out.sch.trace, workload)
             return out
     out.error = "; ".join(f"{m}: {msg}" for m, msg in out.attempts) or "replay failed"
     return out
@@ -320,12 +324,60 @@ def _replay_anchor(out: ReplayOutcome, tj, workload, target, postprocs, source_w
         ms.trace_apply.schedule_using_anchor_trace(sch3, src.trace, target)
         failed = run_postprocs(sch3, postprocs)
         if failed is None:
-            out.ok, out.mode, out.sch = True, "anchor", sch3
+            out.ok, out.mode, out.sch = True, "anchor", _simplified(sch3, workload)
+            out.search_safe = search_safe(out.sch.trace, workload)
             return True
         out.attempts.append(("anchor", f"postprocessor {failed} rejected the schedule"))
     except Exception as e:  # noqa: BLE001
         out.attempts.append(("anchor", f"failed: {one_line(e)}"))
     return False
+
+
+def _simplified(sch: Schedule, workload) -> Schedule:
+    """`sch` rebuilt from its trace without the instructions whose results nothing uses (TVM's
+    anchor transfer leaves a get_loops of every block behind), when that gives the same
+    program; else `sch`. Fewer dead loop lookups, fewer ways for a mutation to break it."""
+    import tvm_ffi
+
+    trace = sch.trace.simplified(remove_postproc=False)
+    try:
+        again = new_schedule(workload)
+        trace.apply_to_schedule(again, remove_postproc=False)
+    except Exception:  # noqa: BLE001 - keep the schedule TVM's transfer made
+        return sch
+    return again if tvm_ffi.structural_equal(again.mod, sch.mod) else sch
+
+
+# compute-location decisions search_safe tries: inline, root, and loop positions (a decision
+# past the last loop is taken as the last)
+_LOCATIONS = range(-2, 32)
+
+
+def search_safe(trace: Trace, workload) -> bool:
+    """Whether MetaSchedule's evolutionary search can mutate `trace` without failing.
+
+    Its compute-location mutator moves a block to another legal loop and replays the trace
+    without catching errors; a trace that looks up that block's loops afterwards (as TVM's
+    anchor transfer writes them) then replays to another number of loops, which TVM checks
+    fatally, ending the whole search round. Tries every location of every
+    sample_compute_location: an illegal one is a ScheduleError (the mutator never picks
+    it), any other error is a trace the search cannot mutate."""
+    from tvm.s_tir.schedule import ScheduleError
+
+    base = trace.simplified(remove_postproc=True)
+    for inst in base.insts:
+        if inst.kind.name != "SampleComputeLocation":
+            continue
+        for decision in _LOCATIONS:
+            try:
+                base.with_decision(inst, decision, remove_postproc=True).apply_to_schedule(
+                    new_schedule(workload), remove_postproc=True
+                )
+            except ScheduleError:
+                continue
+            except Exception:  # noqa: BLE001 - TVM's InternalError, the fatal check
+                return False
+    return True
 
 
 def sample_traces(ctx, count: int, seed: int, max_attempts: int) -> tuple[list, int]:

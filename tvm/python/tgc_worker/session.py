@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass
 
 import tvm_ffi
+from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate
@@ -66,6 +67,41 @@ class Candidate:
     args_info: list
     runner_input: object | None = None
     build_error: str | None = None
+
+
+@derived_object
+class SearchView(ms.database.PyDatabase):
+    """What the evolutionary search sees of the session database: all of it but the records
+    whose trace (as JSON text) is in `hidden`, which it could not mutate without failing
+    (replay.search_safe). The session commits into and reads `inner` itself."""
+
+    def __init__(self, inner, hidden: set):
+        super().__init__()
+        self.inner, self.hidden = inner, hidden
+
+    def has_workload(self, mod) -> bool:
+        return self.inner.has_workload(mod)
+
+    def commit_workload(self, mod):
+        return self.inner.commit_workload(mod)
+
+    def commit_tuning_record(self, record) -> None:
+        self.inner.commit_tuning_record(record)
+
+    def get_top_k(self, workload, top_k: int) -> list:
+        if not self.hidden:
+            return list(self.inner.get_top_k(workload, top_k))
+        recs = self.inner.get_top_k(workload, top_k + len(self.hidden))
+        return [r for r in recs if json.dumps(trace_to_json(r.trace)) not in self.hidden][:top_k]
+
+    def get_all_tuning_records(self) -> list:
+        return [
+            r for r in self.inner.get_all_tuning_records()
+            if json.dumps(trace_to_json(r.trace)) not in self.hidden
+        ]
+
+    def __len__(self) -> int:
+        return len(self.inner)
 
 
 def _int(p: dict, name: str, lo: int, task: str, hi: int | None = None) -> int:
@@ -164,6 +200,8 @@ class Session:
             strategy=inner, logger=logger,
         )
         self.database = ms.database.MemoryDatabase()
+        # candidates' keys the search must not see (seeds it could not mutate)
+        self.hidden: set[str] = set()
         kind = p["cost_model"]
         self.cost_model = ms.cost_model.CostModel.create(
             kind, **({"num_tuning_cores": num_cores} if kind == "xgb" else {})
@@ -175,8 +213,8 @@ class Session:
             if self.warm["error"]:
                 _log(self.warm["error"])
         self.ctx.pre_tuning(
-            p["max_trials"], p["max_round"], self.ctx.generate_design_space(), self.database,
-            self.cost_model,
+            p["max_trials"], p["max_round"], self.ctx.generate_design_space(),
+            SearchView(self.database, self.hidden), self.cost_model,
         )
         self.workload = self.database.commit_workload(lt.workload)
         self.postprocs = list(self.ctx.space_generator.postprocs)
@@ -228,6 +266,10 @@ class Session:
             cid, _ = self._add(
                 res.sch, res.sch.trace, ArgInfo.from_entry_func(res.sch.mod, remove_preproc=True)
             )
+            if not res.search_safe:
+                # measured as a trial all the same; the search evolves from the others
+                self.hidden.add(self.candidates[cid].key)
+                _log(f"{self.task}: seed {i} ({res.mode}) is measured but kept from the search, which cannot mutate its trace")
             hashes[h] = cid
             distinct += 1
             out.append({"candidate": cid, "mode": res.mode, "error": None, "duplicate": False})
