@@ -635,11 +635,33 @@ fn a_stock_database_of_every_clamp_builds_exact_and_exports_back() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let model = dir.join("clips.onnx");
     python_script(&onnx_models(), &["clips", s(&model), "17"]);
+    stock_database_round_trip(&dir, &model, "2", 4);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The same round trip on every task of keras-mobilenetv2 (38 of TVM's tasks, 35 of its 57
+/// fused call sites clamp), one stock trial each: about 10 minutes, most of it stock
+/// MetaSchedule's per-round builder start-up.
+#[test]
+fn a_stock_database_of_every_mobilenetv2_task_builds_exact_and_exports_back() {
+    let dir = std::env::temp_dir().join(format!("tgc-mnv2-stock-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let model = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/keras-mobilenetv2.onnx");
+    stock_database_round_trip(&dir, &model, "1", 38);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Stock TVM tunes every task of `model` (`trials` each) into a JSON database; imported, it
+/// gives `tgc build` an exact record of every one of the `n_tasks` tasks by TVM workload
+/// hash; exported for the model, stock `compile_relax` finds records for all of TVM's tasks
+/// and schedules a function from each.
+fn stock_database_round_trip(dir: &Path, model: &Path, trials: &str, n_tasks: usize) {
     let msdb = dir.join("msdb");
     let stock = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/stock_ms_db.py");
     python_script(
         &stock,
-        &[s(&model), s(&msdb), "--all-tasks", "--trials", "2"],
+        &[s(model), s(&msdb), "--all-tasks", "--trials", trials],
     );
     let manifest = read_json(&msdb.join("manifest.json"));
     let stock_hashes: Vec<&str> = manifest["tasks"]
@@ -648,19 +670,19 @@ fn a_stock_database_of_every_clamp_builds_exact_and_exports_back() {
         .iter()
         .map(|t| t["workload_hash"].as_str().expect("hash"))
         .collect();
-    assert_eq!(stock_hashes.len(), 4, "{manifest}");
+    assert_eq!(stock_hashes.len(), n_tasks, "{manifest}");
 
     let cache = dir.join("cache.sqlite");
     ok(&["cache", "import", s(&msdb), "--cache", s(&cache)]);
     let target = r#"{"kind":"llvm","num-cores":2}"#;
     let report = build(
-        &dir,
-        s(&model),
-        "clips.so",
+        dir,
+        s(model),
+        "model.so",
         &["--cache", s(&cache), "--target", target],
     );
     let tasks = tasks_of(&report);
-    assert_eq!(tasks.len(), 4, "{report}");
+    assert_eq!(tasks.len(), n_tasks, "{report}");
     for t in tasks {
         assert_eq!(
             t["plan_tier"], "tvm-hash",
@@ -680,18 +702,17 @@ fn a_stock_database_of_every_clamp_builds_exact_and_exports_back() {
         "--cache",
         s(&cache),
         "--model",
-        s(&model),
+        s(model),
     ]);
-    let applied = stock_apply(&[s(&model), s(&db), "--target", target]);
-    assert_eq!(applied["tasks_extracted"], 4, "{applied}");
-    assert_eq!(applied["tasks_with_records"], 4, "{applied}");
+    let applied = stock_apply(&[s(model), s(&db), "--target", target]);
+    assert_eq!(applied["tasks_extracted"], n_tasks, "{applied}");
+    assert_eq!(applied["tasks_with_records"], n_tasks, "{applied}");
     assert!(
         applied["scheduled_from_database"]
             .as_array()
             .expect("scheduled")
             .len()
-            >= 4,
+            >= n_tasks,
         "{applied}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -256,6 +256,30 @@ class TestMsDatabase(unittest.TestCase):
         self.assertIn("base64", str(e.exception))
         self.assertEqual(tgc.Cache(cache, create=False).stats()["records"], 0)
 
+    def test_a_record_that_does_not_replay_is_skipped_and_counted(self):
+        # conv+relu's best trace committed as a record of a matmul (its blocks are not
+        # there): stock MetaSchedule would fail replaying it, so get_top_k leaves it out
+        cache = str(self.dir / "misfiled.sqlite")
+        db = tgc.ms.Database(cache, self.target)
+        best = self.db.get_top_k(self.db.commit_workload(_task_mod(self.mod, self.target)), 1)[0]
+        bb = relax.BlockBuilder()
+        a = relax.Var("a", relax.TensorType((16, 32), "float32"))
+        b = relax.Var("b", relax.TensorType((32, 16), "float32"))
+        with bb.function("main", [a, b]):
+            with bb.dataflow():
+                out = bb.emit_output(R.matmul(a, b))
+            bb.emit_func_output(out)
+        matmul = db.commit_workload(_task_mod(bb.get(), self.target))
+        db.commit_tuning_record(ms.database.TuningRecord(best.trace, matmul, [1e-5], self.target,
+                                                         best.args_info))
+        self.assertEqual(tgc.Cache(cache, create=False).stats()["records"], 1)
+        for _ in range(2):
+            self.assertEqual(db.get_top_k(matmul, 4), [])
+        self.assertEqual(db.records_skipped, 1)
+        # the records that do replay are served as before
+        self.assertEqual(len(self.db.get_top_k(self.db.commit_workload(_task_mod(self.mod, self.target)), 4)), 4)
+        self.assertEqual(self.db.records_skipped, 0)
+
 
 def _applied_hash(workload, record) -> int:
     """The structural hash of the schedule `record` gives `workload`."""

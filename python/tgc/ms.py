@@ -114,6 +114,11 @@ class Database(PyDatabase):
         #: transfers left out: they did not replay on the workload, or MetaSchedule's search
         #: could not mutate the replayed trace (an anchor transfer's; its search would fail)
         self.transfers_skipped = 0
+        #: the cache's records of a workload left out of ``get_top_k``: TVM could not read
+        #: one back, or its trace did not replay on the workload
+        self.records_skipped = 0
+        self._good: set = set()
+        self._bad: set = set()
         if model is not None:
             self._plan(model, name)
 
@@ -183,14 +188,30 @@ class Database(PyDatabase):
             return []
         found = []
         for text in self._cache.ms_top_k(_hash(workload.mod), self._target_json, top_k):
-            try:
-                found.append(TuningRecord.from_json(json.loads(text), workload))
-            except Exception:  # noqa: BLE001 - a record TVM cannot read back is left out
-                continue
+            rec = self._readable(text, workload)
+            if rec is not None:
+                found.append(rec)
         if not found:
             found = self._transferred(workload)[:top_k]
             self.transfers_served += len(found)
         return found
+
+    def _readable(self, text: str, workload: Workload) -> TuningRecord | None:
+        """The record, when TVM reads it back and its trace replays on the workload (TVM
+        would fail on it while tuning or compiling); else None, counted once per record."""
+        key = (_hash(workload.mod), text)
+        if key in self._bad:
+            return None
+        try:
+            rec = TuningRecord.from_json(json.loads(text), workload)
+            if key not in self._good:
+                rec.trace.apply_to_schedule(tvm.s_tir.Schedule(workload.mod), remove_postproc=False)
+                self._good.add(key)
+            return rec
+        except Exception:  # noqa: BLE001 - TVM's errors: unreadable, or names what is not there
+            self._bad.add(key)
+            self.records_skipped += 1
+            return None
 
     def get_all_tuning_records(self) -> list[TuningRecord]:
         """The records this Database committed, failed candidates included."""
