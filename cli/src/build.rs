@@ -217,6 +217,39 @@ fn summary(r: &BuildReport) -> String {
     if let Some(b) = &r.bench {
         out.push_str(&bench_lines("end to end", b));
     }
+    out.push_str(&arithmetic_lines(r));
+    out
+}
+
+/// The model's work and the rates it runs at: end to end, beside onnxruntime, and per task
+/// where the latency is known (the tasks with most of that time first).
+fn arithmetic_lines(r: &BuildReport) -> String {
+    let a = r.arithmetic();
+    let rate = |g: Option<f64>| g.map_or("-".to_string(), |g| format!("{g:.1} GFLOP/s"));
+    let mut out = format!("work: {:.3} GFLOP per inference", a.model_gflop);
+    if a.end_to_end_gflops.is_some() {
+        out.push_str(&format!("; end to end {}", rate(a.end_to_end_gflops)));
+    }
+    if a.onnxruntime_gflops.is_some() {
+        out.push_str(&format!(", onnxruntime {}", rate(a.onnxruntime_gflops)));
+    }
+    out.push('\n');
+    if a.tasks_timed > 0 {
+        let top: Vec<String> = a
+            .by_time
+            .iter()
+            .take(5)
+            .map(|t| format!("{} {:.0}% at {:.1}", t.name, t.share * 100.0, t.gflops))
+            .collect();
+        out.push_str(&format!(
+            "tasks with a known latency: {} of {}, {:.3} ms at {}; most of that time: {}\n",
+            a.tasks_timed,
+            r.tasks.len(),
+            a.timed_ms,
+            rate(a.timed_gflops),
+            top.join(", ")
+        ));
+    }
     out
 }
 

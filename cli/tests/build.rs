@@ -293,6 +293,7 @@ fn a_measured_transfer_is_written_back(dir: &Path, a: &Path, b: &Path, cache: &P
     assert!(lat["p10"].as_f64() <= lat["median"].as_f64(), "{bench}");
     assert!(lat["median"].as_f64() <= lat["p90"].as_f64(), "{bench}");
     assert!(bench["untuned_latency_ms"]["median"].as_f64().unwrap() > 0.0);
+    arithmetic_adds_up(&measured, 2);
     let sidecar = read_json(&dir.join("b-measured.so.json"));
     assert_eq!(sidecar["schema"], "tgc.artifact/1");
     let inputs: Vec<&str> = sidecar["inputs"]
@@ -574,8 +575,53 @@ fn onnx_models() -> PathBuf {
     tgc_tvm::worker_dir().join("tests/onnx_models.py")
 }
 
+/// The report's `arithmetic` agrees with its tasks and its bench: the model's work is every
+/// task's FLOPs times its occurrences; `timed` tasks have a latency, a task's rate is its
+/// FLOPs over it, their shares of the time add up to one, largest first; the end-to-end
+/// rate is the work over the median latency.
+fn arithmetic_adds_up(report: &Value, timed: usize) -> f64 {
+    let a = &report["arithmetic"];
+    let f = |v: &Value| v.as_f64().unwrap_or_else(|| panic!("a number: {v} in {a}"));
+    let mut work = 0.0;
+    for t in tasks_of(report) {
+        assert!(f(&t["flops"]) > 0.0, "{t}");
+        work += f(&t["flops"]) * f(&t["occurrences"]);
+        if let Some(l) = t["latency_s"].as_f64() {
+            let rate = f(&t["flops"]) / l / 1e9;
+            assert!((f(&t["gflops"]) - rate).abs() <= 1e-9 * rate, "{t}");
+        } else {
+            assert!(t["gflops"].is_null(), "{t}");
+        }
+    }
+    assert!(
+        (f(&a["model_gflop"]) - work / 1e9).abs() <= 1e-12 * work,
+        "{a}"
+    );
+    assert_eq!(a["tasks_timed"], timed, "{a}");
+    let shares: Vec<f64> = a["by_time"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| f(&t["share"]))
+        .collect();
+    assert_eq!(shares.len(), timed, "{a}");
+    if timed > 0 {
+        assert!((shares.iter().sum::<f64>() - 1.0).abs() < 1e-9, "{a}");
+        assert!(shares.windows(2).all(|w| w[0] >= w[1]), "{a}");
+    }
+    let median = f(&report["bench"]["latency_ms"]["median"]);
+    let e2e = work / (median / 1e3) / 1e9;
+    assert!(
+        (f(&a["end_to_end_gflops"]) - e2e).abs() <= 1e-9 * e2e,
+        "{a}"
+    );
+    f(&a["model_gflop"])
+}
+
 /// An ONNX model built with TVM's default schedules and timed beside onnxruntime on the same
-/// file: both latencies and the ratio, printed and in the report.
+/// file: both latencies and the ratio, printed and in the report; the work per inference is
+/// the two 3x3 convolutions' multiply-adds and at most one operation per element of the
+/// ReLUs and the residual add.
 fn onnxruntime_beside_tvm(dir: &Path) {
     let onnx = dir.join("b.onnx");
     python_script(&onnx_models(), &["blocks", s(&onnx), "12", "8"]);
@@ -610,6 +656,21 @@ fn onnxruntime_beside_tvm(dir: &Path) {
         "{bench}"
     );
     assert!(!ort["version"].as_str().unwrap().is_empty(), "{bench}");
+    let built = read_json(&report);
+    let gflop = arithmetic_adds_up(&built, 0);
+    let convs = 2.0 * (2.0 * 8.0 * 8.0 * 9.0 * 12.0 * 12.0);
+    let elementwise = 3.0 * 8.0 * 12.0 * 12.0;
+    assert!(
+        gflop * 1e9 >= convs && gflop * 1e9 <= convs + elementwise,
+        "{gflop} GFLOP"
+    );
+    let ort_rate = built["arithmetic"]["onnxruntime_gflops"].as_f64().unwrap();
+    let want = gflop / (ort["latency_ms"]["median"].as_f64().unwrap() / 1e3);
+    assert!((ort_rate - want).abs() <= 1e-9 * want, "{built}");
+    assert!(
+        text.contains("work: ") && text.contains("onnxruntime "),
+        "{text}"
+    );
     let e = error_line(&[
         "build",
         s(&dir.join("b.tgc")),

@@ -189,9 +189,18 @@ pub struct BuildTask {
     pub latency_kind: Option<&'static str>,
     pub records_written: usize,
     pub wall_s: f64,
+    /// Floating-point operations of one occurrence (a multiply-add counts two).
+    pub flops: f64,
 }
 
 impl BuildTask {
+    /// GFLOP/s of one occurrence at `latency_s` (none when the latency is unknown).
+    pub fn gflops(&self) -> Option<f64> {
+        self.latency_s
+            .filter(|&l| l > 0.0)
+            .map(|l| self.flops / l / 1e9)
+    }
+
     /// The task's entry in the reports (`tgc.build/1`, `tgc.apply-cache/1`).
     pub fn to_json(&self) -> Value {
         json!({
@@ -211,6 +220,8 @@ impl BuildTask {
             "latency_kind": self.latency_kind,
             "records_written": self.records_written,
             "wall_s": self.wall_s,
+            "flops": self.flops,
+            "gflops": self.gflops(),
         })
     }
 }
@@ -257,6 +268,45 @@ impl BuildReport {
         m
     }
 
+    /// Where the model's time goes, by arithmetic rate: the model's floating-point work, the
+    /// GFLOP/s of the tasks whose latency is known (exact records' cached latency, measured
+    /// transfers) weighted by their time, the tasks with the largest share of that time, and
+    /// the end-to-end rates of this library and of onnxruntime over the same work.
+    pub fn arithmetic(&self) -> Arithmetic {
+        let model_flops: f64 = self
+            .tasks
+            .iter()
+            .map(|t| t.occurrences as f64 * t.flops)
+            .sum();
+        let timed: Vec<&BuildTask> = self.tasks.iter().filter(|t| t.gflops().is_some()).collect();
+        let time = |t: &BuildTask| t.occurrences as f64 * t.latency_s.unwrap_or(0.0);
+        let timed_s: f64 = timed.iter().map(|t| time(t)).sum();
+        let timed_flops: f64 = timed.iter().map(|t| t.occurrences as f64 * t.flops).sum();
+        let mut by_time: Vec<TaskTime> = timed
+            .iter()
+            .map(|t| TaskTime {
+                name: t.name.clone(),
+                share: time(t) / timed_s,
+                gflops: t.gflops().unwrap_or(0.0),
+            })
+            .collect();
+        by_time.sort_by(|a, b| b.share.total_cmp(&a.share));
+        let rate = |ms: f64| (ms > 0.0).then(|| model_flops / (ms / 1e3) / 1e9);
+        Arithmetic {
+            model_gflop: model_flops / 1e9,
+            tasks_timed: timed.len(),
+            timed_ms: timed_s * 1e3,
+            timed_gflops: (timed_s > 0.0).then(|| timed_flops / timed_s / 1e9),
+            by_time,
+            end_to_end_gflops: self.bench.as_ref().and_then(|b| rate(b.latency_ms.median)),
+            onnxruntime_gflops: self
+                .bench
+                .as_ref()
+                .and_then(|b| b.onnxruntime.as_ref())
+                .and_then(|o| rate(o.latency_ms.median)),
+        }
+    }
+
     /// `Err` with the worker's account when the built model's outputs differ from an
     /// untuned build's.
     pub fn check_outputs(&self) -> Result<(), String> {
@@ -287,8 +337,35 @@ impl BuildReport {
             },
             "end_to_end": self.end_to_end,
             "bench": self.bench,
+            "arithmetic": self.arithmetic(),
         })
     }
+}
+
+/// [`BuildReport::arithmetic`]: GFLOP are 1e9 floating-point operations, GFLOP/s per second.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Arithmetic {
+    /// The model's work: every task's FLOPs times its occurrences.
+    pub model_gflop: f64,
+    /// Tasks whose latency is known.
+    pub tasks_timed: usize,
+    /// Their time in the model (latency times occurrences).
+    pub timed_ms: f64,
+    /// Their work over their time.
+    pub timed_gflops: Option<f64>,
+    /// Each timed task's share of that time and its rate, largest share first.
+    pub by_time: Vec<TaskTime>,
+    /// The model's work over the library's median end-to-end latency (with `bench`).
+    pub end_to_end_gflops: Option<f64>,
+    /// The same work over onnxruntime's median latency on the same file.
+    pub onnxruntime_gflops: Option<f64>,
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct TaskTime {
+    pub name: String,
+    pub share: f64,
+    pub gflops: f64,
 }
 
 /// The sidecar of a library: `OUT.so` -> `OUT.so.json`.
@@ -697,6 +774,7 @@ impl PlannedTask {
             },
             records_written: self.records_written,
             wall_s: self.wall_s,
+            flops: task.features.flops,
         }
     }
 }

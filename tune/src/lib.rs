@@ -56,7 +56,7 @@ mod search;
 pub use budget::{Budget, RunBudget, Share, Turn};
 pub use build::{
     bench, build, calling_convention, plan_schedules, sidecar_path, workload_hashes, AppliedTier,
-    BuildConfig, BuildReport, BuildTask, SchedulePlan, BENCH_REPEATS,
+    Arithmetic, BuildConfig, BuildReport, BuildTask, SchedulePlan, TaskTime, BENCH_REPEATS,
 };
 pub use config::{CostModel, ModelTiming, RpcTracker, SearchSettings, TuneConfig, TuneOptions};
 pub use driver::tune;
