@@ -232,6 +232,19 @@ impl Observer for Progress {
         self.overall.inc(1);
     }
 
+    fn second_turn_finished(&mut self, r: &TaskReport, best_s: Option<f64>) {
+        if let Some(s) = self.spinner.take() {
+            s.finish_and_clear();
+        }
+        self.overall.println(format!(
+            "  {:<40} {:<10} trials {:>+4}  best {:>10}  second turn",
+            r.name,
+            "",
+            r.trials,
+            best_s.map_or("-".to_string(), |s| format!("{:.1} us", s * 1e6)),
+        ));
+    }
+
     fn measuring(&mut self) {
         self.overall
             .set_message("building and measuring the whole model");

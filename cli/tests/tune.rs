@@ -531,6 +531,97 @@ fn a_run_budget_keeps_exact_hits_that_a_cold_run_would_not_search_longer() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Under a run budget, what the turns leave goes to the tasks whose allocation cut their
+/// search short. The two convolutions of `MODEL` are exact hits of a search as long as the
+/// whole budget (final, one trial each); a third task the cache has never seen, a 3x3
+/// convolution of half their FLOPs, is capped at twice its cold share, and the
+/// budget it leaves goes to it in second turns of a round each: its search resumes from
+/// its record, the hits get none, and the run spends no more than its budget.
+#[test]
+fn what_a_run_budget_leaves_goes_to_the_task_it_cut_short() {
+    let dir = std::env::temp_dir().join(format!("tgc-tune-second-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(dir.join("small.tgc"), MODEL).expect("model written");
+    const N: u64 = 18;
+    let n = N.to_string();
+    let first = tune_model(&dir, "small.tgc", "first.json", &n, &["--no-measure"]);
+    assert_eq!(
+        first["tasks"].as_array().expect("tasks").len(),
+        2,
+        "{first}"
+    );
+    let grown = MODEL
+        .replace(
+            "%w2: tensor<8x8x3x3xf32>)",
+            "%w2: tensor<8x8x3x3xf32>, %w3: tensor<4x8x3x3xf32>)",
+        )
+        .replace("-> tensor<1x8x16x16xf32> {", "-> tensor<1x4x16x16xf32> {")
+        .replace(
+            "    return %4\n",
+            "    %5 = nn.conv2d(%4, %w3) {padding = [1, 1, 1, 1]} : tensor<1x4x16x16xf32>\n    return %5\n",
+        );
+    std::fs::write(dir.join("grown.tgc"), grown).expect("model written");
+    // Patience off: the new task's search ends on its trials, so its allocation cuts it.
+    let run = tune_model(
+        &dir,
+        "grown.tgc",
+        "second.json",
+        &n,
+        &[
+            "--no-measure",
+            "--trials",
+            &n,
+            "--patience",
+            "1000",
+            "--seeded-patience",
+            "1000",
+        ],
+    );
+    let tasks = run["tasks"].as_array().expect("tasks");
+    assert_eq!(tasks.len(), 3, "{run}");
+    assert!(run["totals"]["trials"].as_u64().unwrap() <= N, "{run}");
+    let (hits, new): (Vec<&Value>, Vec<&Value>) = tasks.iter().partition(|t| t["tier"] == "exact");
+    assert_eq!(hits.len(), 2, "{run}");
+    for t in &hits {
+        assert!(
+            t["second_turns"].is_null(),
+            "an exact hit gets no second turn: {t}"
+        );
+    }
+    if hits.iter().all(|t| t["stopped"] == "exact_hit") {
+        let t = new[0];
+        let allocated = t["budget"]["allocated"].as_u64().unwrap();
+        let cold = t["budget"]["cold_share"].as_u64().unwrap();
+        assert_eq!(
+            allocated,
+            (2 * cold).max(1),
+            "capped at twice its cold share: {t}"
+        );
+        assert!(
+            N - 2 - allocated >= 3,
+            "a round left after every turn: {run}"
+        );
+        let second = &t["second_turns"];
+        assert!(second["turns"].as_u64().unwrap_or(0) >= 1, "{t}");
+        let extra = second["trials"].as_u64().unwrap();
+        assert!(extra >= 1, "{t}");
+        assert_eq!(t["trials"].as_u64().unwrap(), allocated + extra, "{t}");
+        // its rounds go on from the first turn's, and the best is the best of both
+        let rounds = t["history"].as_array().unwrap();
+        assert!(
+            rounds
+                .windows(2)
+                .all(|w| w[0]["trials"].as_u64() < w[1]["trials"].as_u64()
+                    && w[0]["elapsed_s"].as_f64() <= w[1]["elapsed_s"].as_f64()),
+            "{t}"
+        );
+        let before = second["best_before_s"].as_f64().unwrap();
+        assert!(t["best_latency_s"].as_f64().unwrap() <= before, "{t}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The task of a run's report named `want`.
 fn task_named(run: &Value, want: &str) -> Value {
     run["tasks"]

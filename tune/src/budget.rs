@@ -27,7 +27,10 @@
 //!   run (before the first task: [`INITIAL_SECONDS_PER_TRIAL`]).
 //!
 //! Tasks the budget no longer reaches are not tuned (they keep TVM's default schedules)
-//! and the report lists them.
+//! and the report lists them. What the turns leave (the cap, hits, patience) goes, once
+//! every task had its turn, a round at a time to the tasks whose allocation cut their
+//! search short, largest [`expected_gain`] first ([`RunBudget::second_turn`]): a task's
+//! weight was a prediction at its turn, its measured best says what it still costs.
 
 /// What the allocation knows about a task before it runs.
 #[derive(Clone, Debug, PartialEq)]
@@ -206,6 +209,57 @@ impl RunBudget {
     pub fn spend(&mut self, trials: u64, seconds: f64) {
         self.budget.spend(trials, seconds);
     }
+
+    /// The next second turn once every task had its turn: the index of the open task with
+    /// the largest [`expected_gain`] among `tuned` and one round of trials for it, while
+    /// the budget has a round left. The peak rate the gains are measured against is the
+    /// best of every task with a latency, open or not (a final exact hit shows what the
+    /// machine reaches); `None` marks a task without one.
+    pub fn second_turn(&self, tuned: &[Option<TunedTask>]) -> Option<(usize, u64)> {
+        let left = self.budget.remaining()?;
+        if left < self.per_round {
+            return None;
+        }
+        let peak = tuned
+            .iter()
+            .flatten()
+            .filter(|t| t.flops > 0.0 && t.best_s > 0.0)
+            .map(|t| t.flops / t.best_s)
+            .fold(0.0, f64::max);
+        tuned
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| t.filter(|t| t.open).map(|t| (i, expected_gain(&t, peak))))
+            .filter(|&(_, g)| g > 0.0)
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(i, _)| (i, self.per_round))
+    }
+}
+
+/// What a task the run tuned offers to a second turn.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TunedTask {
+    pub occurrences: usize,
+    /// Floating-point operations (0: unknown).
+    pub flops: f64,
+    /// Its best latency so far.
+    pub best_s: f64,
+    /// Whether a second turn may go to it (not: a final exact hit, a search that ended on
+    /// its own, a second turn that brought nothing, or a record of unknown effort, which a
+    /// resumed search would take as final).
+    pub open: bool,
+}
+
+/// What another round of a task can gain at most, in seconds of the model: its occurrences
+/// times the distance between its best latency and the latency it would have at `peak`,
+/// the best FLOP rate any task of the run reached (a task without FLOPs: all its time).
+pub fn expected_gain(t: &TunedTask, peak: f64) -> f64 {
+    let reachable = if t.flops > 0.0 && peak > 0.0 {
+        t.flops / peak
+    } else {
+        0.0
+    };
+    t.occurrences.max(1) as f64 * (t.best_s - reachable).max(0.0)
 }
 
 /// The search effort (trials) an exact hit's record needs behind it to be final under a
@@ -411,6 +465,54 @@ mod tests {
         assert_eq!(b.turn(1).allocated, 28);
         b.spend(28, 1.0);
         assert_eq!(b.turn(1).allocated, 0);
+    }
+
+    #[test]
+    fn what_the_turns_left_goes_a_round_at_a_time_to_the_largest_gain() {
+        let tuned = |occurrences, flops, best_s| {
+            Some(TunedTask {
+                occurrences,
+                flops,
+                best_s,
+                open: true,
+            })
+        };
+        // the run's best rate is 100 GFLOP/s (a 1e8-FLOP task at 1 ms)
+        let at_peak = TunedTask {
+            occurrences: 6,
+            flops: 1e8,
+            best_s: 1e-3,
+            open: true,
+        };
+        assert_eq!(expected_gain(&at_peak, 1e11), 0.0);
+        // 5e7 FLOPs could run 0.5 ms: 6.28 ms once is a gain of 5.78 ms
+        let slow = tuned(1, 5e7, 6.28e-3).unwrap();
+        assert!((expected_gain(&slow, 1e11) - 5.78e-3).abs() < 1e-12);
+        // no FLOPs known: all of its time
+        assert_eq!(expected_gain(&tuned(2, 0.0, 1e-3).unwrap(), 1e11), 2e-3);
+
+        let closed = |t: Option<TunedTask>| t.map(|t| TunedTask { open: false, ..t });
+        let all = [
+            closed(Some(at_peak)), // a final hit: no turn, but its rate is the peak
+            tuned(1, 5e7, 6.28e-3),
+            tuned(3, 1e8, 2e-3),         // 3 x (2 - 1) ms = 3 ms
+            closed(tuned(9, 1e8, 9e-3)), // not a candidate, however slow
+            None,                        // no latency
+        ];
+        let mut b = RunBudget::new(Some(64), None, vec![search(1, 1e8, Some(1e-3)); 5], 8).unwrap();
+        b.spend(31, 60.0);
+        assert_eq!(b.second_turn(&all), Some((1, 8)));
+        // once it is closed, the next largest gain
+        let rest = [all[0], closed(all[1]), all[2], all[3], all[4]];
+        assert_eq!(b.second_turn(&rest), Some((2, 8)));
+        // every open task at the run's best rate: nothing to gain
+        assert_eq!(b.second_turn(&[all[0], tuned(2, 1e8, 1e-3)]), None);
+        assert_eq!(b.second_turn(&[all[0], all[3]]), None);
+        // less than a round left: no second turn
+        b.spend(26, 60.0);
+        assert_eq!(b.second_turn(&all), None);
+        // no run budget, no second turns
+        assert!(RunBudget::new(None, None, vec![], 8).is_none());
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! that owns it: the plan in `tgc_passes::seeding`, the budget in [`crate::budget`], the
 //! search's decisions in [`crate::rules`].
 
-use crate::budget::{RunBudget, Share, Turn};
+use crate::budget::{RunBudget, Share, TunedTask, Turn};
 use crate::build::zero_trial_records;
 use crate::config::TuneConfig;
 use crate::error::TuneError;
@@ -117,6 +117,8 @@ fn tune_tasks(
         best: HashMap::new(),
         skipped: Vec::new(),
     };
+    // per report: the task and the search effort its record now has behind it
+    let mut ran: Vec<(&Task, u64)> = Vec::with_capacity(order.len());
     for (k, &ti) in order.iter().enumerate() {
         let task = &tasks[ti];
         let turn = budget.as_ref().map(|b| b.turn(k));
@@ -125,7 +127,7 @@ fn tune_tasks(
             continue;
         }
         let policy = replan.then(|| task_policy(run.policy(), turn));
-        let (mut report, best) = tune_task(run, task, module, policy.as_ref(), observer)?;
+        let (mut report, best, effort) = tune_task(run, task, module, policy.as_ref(), observer)?;
         report.budget = turn.map(|t| TaskBudget {
             allocated: t.allocated,
             cold_share: t.cold_share,
@@ -138,8 +140,87 @@ fn tune_tasks(
         }
         observer.task_finished(&report);
         tuned.reports.push(report);
+        ran.push((task, effort));
+    }
+    if let (Some(b), true) = (budget.as_mut(), replan) {
+        second_turns(run, module, b, &mut ran, &mut tuned, observer)?;
     }
     Ok(tuned)
+}
+
+/// Under a run budget, what the tasks' turns left (exact hits, patience, the cap on a
+/// task's share) goes a round at a time to the tasks whose search their allocation cut
+/// short, each round to the one with the largest expected gain at that moment
+/// ([`RunBudget::second_turn`]): its search resumes from its record for one round. Final
+/// exact hits and searches that patience ended get none, so a run of them still ends
+/// early; a task whose round did not improve its best by more than the seed tolerance, or
+/// ended before its trials, gets no other.
+fn second_turns(
+    run: &mut Run<'_>,
+    module: &mut Module,
+    budget: &mut RunBudget,
+    ran: &mut [(&Task, u64)],
+    tuned: &mut Tuned,
+    observer: &mut dyn Observer,
+) -> Result<(), TuneError> {
+    let tolerance = run.policy().tolerance;
+    let mut closed: Vec<bool> = tuned
+        .reports
+        .iter()
+        .map(|r| r.stopped != StopReason::Budget)
+        .collect();
+    loop {
+        let candidates: Vec<Option<TunedTask>> = ran
+            .iter()
+            .zip(&tuned.reports)
+            .zip(&closed)
+            .map(|(((task, effort), r), &closed)| {
+                r.best_s.map(|best_s| TunedTask {
+                    occurrences: task.occurrences,
+                    flops: task.features.flops,
+                    best_s,
+                    open: !closed && *effort > 0,
+                })
+            })
+            .collect();
+        let Some((i, trials)) = budget.second_turn(&candidates) else {
+            return Ok(());
+        };
+        let (task, effort) = ran[i];
+        // the record's effort plus one round: the exact hit is not final, its search resumes
+        let policy = SeedPolicy {
+            trials: (effort + trials) as i64,
+            hit_effort: 0,
+            ..run.policy()
+        };
+        let (later, best, later_effort) = tune_task(run, task, module, Some(&policy), observer)?;
+        budget.spend(later.trials, later.wall_s);
+        let before = tuned.reports[i].best_s;
+        observer.second_turn_finished(
+            &later,
+            match (before, later.best_s) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+        );
+        let improved = match (before, later.best_s) {
+            (Some(b), Some(l)) => l < b * (1.0 - tolerance),
+            (None, Some(_)) => true,
+            _ => false,
+        };
+        if improved {
+            if let Some(best) = best {
+                tuned.best.insert(task.keys.exact, best);
+            }
+        } else {
+            closed[i] = true;
+        }
+        if later.trials == 0 || later.stopped != StopReason::Budget {
+            closed[i] = true;
+        }
+        ran[i].1 = later_effort.max(effort);
+        tuned.reports[i].absorb(later);
+    }
 }
 
 /// The seed policy a task is re-planned with: the run's, and under a run budget its
@@ -156,14 +237,15 @@ fn task_policy(run_policy: SeedPolicy, turn: Option<Turn>) -> SeedPolicy {
 }
 
 /// One task: lower and re-plan it (with `policy`; `None`: its plan as written), execute the
-/// plan, write its records back. Returns its report and its best trace.
+/// plan, write its records back. Returns its report, its best trace and the search effort
+/// its records were written with.
 fn tune_task(
     run: &mut Run<'_>,
     task: &Task,
     module: &mut Module,
     policy: Option<&SeedPolicy>,
     observer: &mut dyn Observer,
-) -> Result<(TaskReport, Option<Value>), TuneError> {
+) -> Result<(TaskReport, Option<Value>, u64), TuneError> {
     let PreparedTask {
         task_json,
         lowered,
@@ -203,7 +285,7 @@ fn tune_task(
             None => PlanSource::Input,
         },
     );
-    Ok((report, best))
+    Ok((report, best, effort))
 }
 
 /// The search a task's plan runs as: the plan's budget, patience, goal and exact hit,

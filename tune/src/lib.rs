@@ -53,7 +53,7 @@ pub mod rules;
 mod run;
 mod search;
 
-pub use budget::{Budget, RunBudget, Share, Turn};
+pub use budget::{expected_gain, Budget, RunBudget, Share, TunedTask, Turn};
 pub use build::{
     bench, build, calling_convention, plan_schedules, sidecar_path, workload_hashes, AppliedTier,
     Arithmetic, BuildConfig, BuildReport, BuildTask, SchedulePlan, TaskTime, BENCH_REPEATS,

@@ -13,6 +13,9 @@ pub trait Observer {
     fn task_started(&mut self, _task: &str, _plan: &SeedPlan) {}
     /// A task is done and its records are written back.
     fn task_finished(&mut self, _report: &TaskReport) {}
+    /// A second turn of a task is done (`report`: that turn alone); `best_s` is the task's
+    /// best over all its turns.
+    fn second_turn_finished(&mut self, _report: &TaskReport, _best_s: Option<f64>) {}
     /// Tuning is done; the whole model is being built and measured.
     fn measuring(&mut self) {}
 }

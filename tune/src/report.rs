@@ -59,6 +59,19 @@ pub struct TaskReport {
     /// Under a run budget: the trials the task was allocated at its turn, and the share a
     /// cold run would give it (the effort an exact hit's record needs to be final).
     pub budget: Option<TaskBudget>,
+    /// The rounds the run gave the task after every task's turn (`driver`'s second turns),
+    /// counted in `trials`, `wall_s`, `best_s` and `history`.
+    pub second_turns: Option<SecondTurns>,
+}
+
+/// A task's second turns: what the run left after every task's turn, a round at a time.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct SecondTurns {
+    pub turns: u64,
+    pub trials: Trials,
+    pub wall_s: f64,
+    /// The task's best after its first turn.
+    pub best_before_s: Option<f64>,
 }
 
 impl TaskReport {
@@ -101,6 +114,47 @@ impl TaskReport {
             plan_source,
             plan,
             budget: None,
+            second_turns: None,
+        }
+    }
+
+    /// Takes in `later`, a second turn of the same task: its trials, time, records and
+    /// rounds add to this report's (its rounds' times and trials after this report's); the
+    /// plan, tier and how the first turn stopped stay as they were.
+    pub(crate) fn absorb(&mut self, later: TaskReport) {
+        let before = self.second_turns.unwrap_or(SecondTurns {
+            turns: 0,
+            trials: 0,
+            wall_s: 0.0,
+            best_before_s: self.best_s,
+        });
+        self.second_turns = Some(SecondTurns {
+            turns: before.turns + 1,
+            trials: before.trials + later.trials,
+            wall_s: before.wall_s + later.wall_s,
+            ..before
+        });
+        for mut round in later.history {
+            round.elapsed_s += self.wall_s;
+            round.trials += self.trials;
+            self.history.push(round);
+        }
+        self.seeds_tried += later.seeds_tried;
+        self.seeds_failed += later.seeds_failed;
+        self.trials += later.trials;
+        self.failed_runs += later.failed_runs;
+        self.run_errors.extend(later.run_errors);
+        self.builds_killed += later.builds_killed;
+        self.repeats_dropped += later.repeats_dropped;
+        self.best_s = match (self.best_s, later.best_s) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.wall_s += later.wall_s;
+        self.written += later.written;
+        self.remeasured += later.remeasured;
+        for (mode, n) in later.seed_modes {
+            *self.seed_modes.entry(mode).or_default() += n;
         }
     }
 }
@@ -287,6 +341,7 @@ impl Report {
                     "allocated": b.allocated,
                     "cold_share": b.cold_share,
                 })),
+                "second_turns": r.second_turns,
                 "workload_hash": r.workload_hash.to_string(),
                 "seed_source": r.seed_source,
                 "history": r.history,
