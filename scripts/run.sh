@@ -9,8 +9,9 @@
 # reaches the heaviest tasks; the tasks it does not reach are built from what it found for
 # their neighbours (a zero-trial transfer), not TVM's defaults. The second run finds the
 # first run's tasks in the cache: each one's best record is re-measured, and within 5 % of
-# its cached latency (docs/tuning.md has how this VM's noise is handled) it is a final
-# exact hit of one trial, so the budget goes on to the tasks the first run did not reach.
+# its cached latency (docs/tuning.md has how this VM's noise is handled) it is an exact
+# hit of one trial, so the budget goes on to the tasks the first run did not reach; what
+# is left then goes a round at a time to the tasks with the largest expected gain.
 # Set TGC_RUN_ARGS to change the budget (e.g. "--trials 448").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,14 +37,21 @@ python3 - "$work/first.json" "$work/second.json" <<'EOF'
 import json, sys
 
 first, second = (json.load(open(p)) for p in sys.argv[1:3])
+def turn(t, key):
+    # a task's trials or seconds at its turn, before the second turns the budget left
+    return t[key] - ((t.get("second_turns") or {}).get(key) or 0)
+
 spent = {t["name"]: t for t in first["tasks"]}
 hits = [t for t in second["tasks"] if t["stopped"] == "exact_hit" and t["name"] in spent]
-before = sum(spent[t["name"]]["wall_s"] for t in hits)
-after = sum(t["wall_s"] for t in hits)
+before = sum(turn(spent[t["name"]], "wall_s") for t in hits)
+after = sum(turn(t, "wall_s") for t in hits)
 searched = [t for t in second["tasks"] if t["stopped"] != "exact_hit"]
+again = [t for t in second["tasks"] if t.get("second_turns")]
 print(f"first run: {len(first['tasks'])} tasks tuned in {first['totals']['tuning_wall_s']:.0f} s")
 print(f"second run: {len(hits)} of them exact hits in {after:.0f} s (the first run's search of them: "
-      f"{before:.0f} s, {before / max(after, 1e-9):.1f}x), then {len(searched)} tasks searched "
+      f"{before:.0f} s, {before / max(after, 1e-9):.1f}x), {len(searched)} tasks searched, then "
+      f"{sum(t['second_turns']['trials'] for t in again)} trials of what the budget left to the "
+      f"{len(again)} tasks with the largest expected gain "
       f"({second['totals']['tuning_wall_s']:.0f} s in all)")
 EOF
 echo "reports: $work/first.json $work/second.json $work/build.json"

@@ -396,8 +396,11 @@ fn assert_exact_check(t: &Value) {
         .map_or(0, Vec::len);
     assert!(windows >= 1, "{t}");
     if t["stopped"] == "exact_hit" {
-        assert_eq!(t["trials"], 1, "a hit costs its one trial: {t}");
-        assert_eq!(t["records_written"], 0, "the cached record stands: {t}");
+        // at its turn; what the run budget leaves may resume it later (second turns)
+        assert_eq!(first_turn_trials(t), 1, "a hit costs its one trial: {t}");
+        if t["second_turns"].is_null() {
+            assert_eq!(t["records_written"], 0, "the cached record stands: {t}");
+        }
     } else {
         assert_eq!(
             (windows + control) as u64,
@@ -434,7 +437,8 @@ fn assert_output_check(e2e: &Value) {
 /// a cold run of the model would give the task, short of less than one search round (the
 /// shares are rounded, and a resumed search cannot make up less than a round), even when
 /// its allocation is larger because the later hit leaves its share unspent (it is charged
-/// only its one trial). A hit short by a round or more resumes its search.
+/// only its one trial; what the hits leave may resume them afterwards, in second turns by
+/// expected gain). A hit short by a round or more resumes its search at its turn.
 #[test]
 fn a_run_budget_keeps_exact_hits_that_a_cold_run_would_not_search_longer() {
     let dir = std::env::temp_dir().join(format!("tgc-tune-budget-{}", std::process::id()));
@@ -452,6 +456,7 @@ fn a_run_budget_keeps_exact_hits_that_a_cold_run_would_not_search_longer() {
         &EFFORT.to_string(),
         &["--no-measure"],
     );
+    save_cache(&dir, "first.sqlite");
     // A cold run of N trials gives each task N times its part of the summed latencies (one
     // occurrence each). The two tasks differ by an add, but 12 trials of search leave their
     // bests apart by a random factor (1.1-3.4x seen, 75x under load): N is chosen from the
@@ -511,15 +516,21 @@ fn a_run_budget_keeps_exact_hits_that_a_cold_run_would_not_search_longer() {
         "{run}"
     );
     if tasks.iter().all(|t| t["stopped"] == "exact_hit") {
-        assert_eq!(
-            run["totals"]["trials"], 2,
-            "each hit measured its best exact seed only"
-        );
+        for t in tasks {
+            assert_eq!(
+                first_turn_trials(t),
+                1,
+                "each hit measured its best exact seed only at its turn: {t}"
+            );
+        }
+        assert!(run["totals"]["trials"].as_u64().unwrap() <= n, "{run}");
     }
 
     // A budget whose cold share for the heavier task is a round or more above its records'
     // effort (16.5 / f rounded up gives a share of at least 16.5, so 17 or more): that
-    // task resumes its search from the hit.
+    // task resumes its search from the hit. From the first run's cache: the second turns
+    // above may have written records of more effort.
+    restore_cache(&dir, "first.sqlite");
     let n = (16.5 / f).ceil() as u64;
     let more = budgeted("more.json", n);
     let t = task_named(&more, &name(heavier));
@@ -531,14 +542,16 @@ fn a_run_budget_keeps_exact_hits_that_a_cold_run_would_not_search_longer() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Under a run budget, what the turns leave goes to the tasks whose allocation cut their
-/// search short. The two convolutions of `MODEL` are exact hits of a search as long as the
-/// whole budget (final, one trial each); a third task the cache has never seen, a 3x3
-/// convolution of half their FLOPs, is capped at twice its cold share, and the
-/// budget it leaves goes to it in second turns of a round each: its search resumes from
-/// its record, the hits get none, and the run spends no more than its budget.
+/// Under a run budget, what the turns leave goes to second turns. The two convolutions of
+/// `MODEL` are exact hits of a search as long as the whole budget (final at their turn, one
+/// trial each); a third task the cache has never seen, a 3x3 convolution of half their
+/// FLOPs, is capped at twice its cold share. What that leaves goes a round at a time to the
+/// task with the largest expected gain (which one is the budget's unit test; here the
+/// timings are microseconds, and noise decides): the search of that task resumes from its
+/// record, its rounds and best carry on from its first turn's, and the run spends no more
+/// than its budget.
 #[test]
-fn what_a_run_budget_leaves_goes_to_the_task_it_cut_short() {
+fn what_a_run_budget_leaves_goes_to_second_turns() {
     let dir = std::env::temp_dir().join(format!("tgc-tune-second-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -562,7 +575,7 @@ fn what_a_run_budget_leaves_goes_to_the_task_it_cut_short() {
             "    %5 = nn.conv2d(%4, %w3) {padding = [1, 1, 1, 1]} : tensor<1x4x16x16xf32>\n    return %5\n",
         );
     std::fs::write(dir.join("grown.tgc"), grown).expect("model written");
-    // Patience off: the new task's search ends on its trials, so its allocation cuts it.
+    // Patience off: a search ends on its trials, so its allocation cuts it.
     let run = tune_model(
         &dir,
         "grown.tgc",
@@ -580,33 +593,51 @@ fn what_a_run_budget_leaves_goes_to_the_task_it_cut_short() {
     );
     let tasks = run["tasks"].as_array().expect("tasks");
     assert_eq!(tasks.len(), 3, "{run}");
-    assert!(run["totals"]["trials"].as_u64().unwrap() <= N, "{run}");
-    let (hits, new): (Vec<&Value>, Vec<&Value>) = tasks.iter().partition(|t| t["tier"] == "exact");
-    assert_eq!(hits.len(), 2, "{run}");
-    for t in &hits {
-        assert!(
-            t["second_turns"].is_null(),
-            "an exact hit gets no second turn: {t}"
-        );
+    let spent = run["totals"]["trials"].as_u64().unwrap();
+    assert!(spent <= N, "{run}");
+    assert_eq!(
+        spent,
+        tasks
+            .iter()
+            .map(|t| t["trials"].as_u64().unwrap())
+            .sum::<u64>(),
+        "{run}"
+    );
+    if !tasks
+        .iter()
+        .all(|t| t["tier"] != "exact" || t["stopped"] == "exact_hit")
+    {
+        return; // a hit missed under load and searched its allocation: nothing left
     }
-    if hits.iter().all(|t| t["stopped"] == "exact_hit") {
-        let t = new[0];
-        let allocated = t["budget"]["allocated"].as_u64().unwrap();
-        let cold = t["budget"]["cold_share"].as_u64().unwrap();
-        assert_eq!(
-            allocated,
-            (2 * cold).max(1),
-            "capped at twice its cold share: {t}"
-        );
-        assert!(
-            N - 2 - allocated >= 3,
-            "a round left after every turn: {run}"
-        );
+    let new = tasks
+        .iter()
+        .find(|t| t["tier"] != "exact")
+        .expect("the new task");
+    let allocated = new["budget"]["allocated"].as_u64().unwrap();
+    let cold = new["budget"]["cold_share"].as_u64().unwrap();
+    assert_eq!(
+        allocated,
+        (2 * cold).max(1),
+        "capped at twice its cold share: {new}"
+    );
+    assert_eq!(first_turn_trials(new), allocated, "{new}");
+    assert!(
+        N - 2 - allocated >= 3,
+        "a round left after every turn: {run}"
+    );
+    let resumed: Vec<&Value> = tasks
+        .iter()
+        .filter(|t| !t["second_turns"].is_null())
+        .collect();
+    assert!(
+        !resumed.is_empty(),
+        "the budget left went to second turns: {run}"
+    );
+    for t in resumed {
         let second = &t["second_turns"];
-        assert!(second["turns"].as_u64().unwrap_or(0) >= 1, "{t}");
-        let extra = second["trials"].as_u64().unwrap();
-        assert!(extra >= 1, "{t}");
-        assert_eq!(t["trials"].as_u64().unwrap(), allocated + extra, "{t}");
+        assert!(second["turns"].as_u64().unwrap() >= 1, "{t}");
+        assert!(second["trials"].as_u64().unwrap() >= 1, "{t}");
+        assert!(second["wall_s"].as_f64().unwrap() > 0.0, "{t}");
         // its rounds go on from the first turn's, and the best is the best of both
         let rounds = t["history"].as_array().unwrap();
         assert!(
@@ -620,6 +651,24 @@ fn what_a_run_budget_leaves_goes_to_the_task_it_cut_short() {
         assert!(t["best_latency_s"].as_f64().unwrap() <= before, "{t}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A copy of `tune_model`'s cache as it is now (the runs have ended: no WAL is open).
+fn save_cache(dir: &Path, name: &str) {
+    std::fs::copy(dir.join("cache.sqlite"), dir.join(name)).expect("cache copied");
+}
+
+/// `tune_model`'s cache as [`save_cache`] kept it.
+fn restore_cache(dir: &Path, name: &str) {
+    for side in ["cache.sqlite-wal", "cache.sqlite-shm"] {
+        let _ = std::fs::remove_file(dir.join(side));
+    }
+    std::fs::copy(dir.join(name), dir.join("cache.sqlite")).expect("cache restored");
+}
+
+/// The trials a task's report spent at its turn, before any second turn.
+fn first_turn_trials(t: &Value) -> u64 {
+    t["trials"].as_u64().unwrap() - t["second_turns"]["trials"].as_u64().unwrap_or(0)
 }
 
 /// The task of a run's report named `want`.

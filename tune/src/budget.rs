@@ -29,8 +29,11 @@
 //! Tasks the budget no longer reaches are not tuned (they keep TVM's default schedules)
 //! and the report lists them. What the turns leave (the cap, hits, patience) goes, once
 //! every task had its turn, a round at a time to the tasks whose allocation cut their
-//! search short, largest [`expected_gain`] first ([`RunBudget::second_turn`]): a task's
-//! weight was a prediction at its turn, its measured best says what it still costs.
+//! search short or whose exact hit ended it, largest [`expected_gain`] first
+//! ([`RunBudget::second_turn`]): a task's weight was a prediction at its turn, its measured
+//! best says what it still costs. A hit that was final at its turn resumes its search
+//! there when its gain is the largest, so a task a short search left slow does not stay
+//! slow in every later run of the same budget.
 
 /// What the allocation knows about a task before it runs.
 #[derive(Clone, Debug, PartialEq)]
@@ -244,9 +247,9 @@ pub struct TunedTask {
     pub flops: f64,
     /// Its best latency so far.
     pub best_s: f64,
-    /// Whether a second turn may go to it (not: a final exact hit, a search that ended on
-    /// its own, a second turn that brought nothing, or a record of unknown effort, which a
-    /// resumed search would take as final).
+    /// Whether a second turn may go to it (not: a search that ended on its own, a second
+    /// turn that brought nothing, or a record of unknown effort, which a resumed search
+    /// would take as final).
     pub open: bool,
 }
 
@@ -493,7 +496,7 @@ mod tests {
 
         let closed = |t: Option<TunedTask>| t.map(|t| TunedTask { open: false, ..t });
         let all = [
-            closed(Some(at_peak)), // a final hit: no turn, but its rate is the peak
+            closed(Some(at_peak)), // patience ended it: no turn, but its rate is the peak
             tuned(1, 5e7, 6.28e-3),
             tuned(3, 1e8, 2e-3),         // 3 x (2 - 1) ms = 3 ms
             closed(tuned(9, 1e8, 9e-3)), // not a candidate, however slow

@@ -150,11 +150,11 @@ fn tune_tasks(
 
 /// Under a run budget, what the tasks' turns left (exact hits, patience, the cap on a
 /// task's share) goes a round at a time to the tasks whose search their allocation cut
-/// short, each round to the one with the largest expected gain at that moment
-/// ([`RunBudget::second_turn`]): its search resumes from its record for one round. Final
-/// exact hits and searches that patience ended get none, so a run of them still ends
-/// early; a task whose round did not improve its best by more than the seed tolerance, or
-/// ended before its trials, gets no other.
+/// short or an exact hit ended, each round to the one with the largest expected gain at
+/// that moment ([`RunBudget::second_turn`]): its search resumes from its record for one
+/// round. Searches that patience or the space ended get none; a task whose round did not
+/// improve its best by more than the seed tolerance, or ended before its trials, gets no
+/// other.
 fn second_turns(
     run: &mut Run<'_>,
     module: &mut Module,
@@ -167,7 +167,7 @@ fn second_turns(
     let mut closed: Vec<bool> = tuned
         .reports
         .iter()
-        .map(|r| r.stopped != StopReason::Budget)
+        .map(|r| !matches!(r.stopped, StopReason::Budget | StopReason::ExactHit))
         .collect();
     loop {
         let candidates: Vec<Option<TunedTask>> = ran
