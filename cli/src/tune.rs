@@ -33,7 +33,9 @@ pub struct TuneArgs {
     trials_per_task: i64,
     /// A trial budget for the whole model instead of per task: each task gets its share of
     /// what is left by occurrences times current best latency; exact hits cost one trial,
-    /// and what a task leaves unspent goes to the tasks after it.
+    /// and what a task leaves unspent goes to the tasks after it; what the turns leave goes a
+    /// round at a time to the tuned task with the most to gain (its occurrences times the
+    /// distance from its best to the run's best FLOP rate).
     #[arg(long, value_name = "N")]
     trials: Option<u64>,
     /// A tuning wall-time budget in seconds, spread the same way (at the run's measured
