@@ -21,6 +21,15 @@ const MODEL: &str = r#"module @small {
 }
 "#;
 
+/// A fresh temporary directory `tgc-tune-NAME-PID` holding `MODEL` as `small.tgc`.
+fn model_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("tgc-tune-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(dir.join("small.tgc"), MODEL).expect("model written");
+    dir
+}
+
 fn tune(dir: &Path, report: &str) -> Value {
     tune_model(dir, "small.tgc", report, "3", &[])
 }
@@ -63,10 +72,7 @@ fn tune_model(dir: &Path, model: &str, report: &str, trials: &str, extra: &[&str
 
 #[test]
 fn tune_writes_back_and_the_second_run_hits_the_cache() {
-    let dir = std::env::temp_dir().join(format!("tgc-tune-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    std::fs::write(dir.join("small.tgc"), MODEL).expect("model written");
+    let dir = model_dir("test");
     let first = tune(&dir, "first.json");
     let warm = a_cold_run_writes_back(&first);
     an_exact_run_finds_every_task(&dir, warm);
@@ -441,10 +447,7 @@ fn assert_output_check(e2e: &Value) {
 /// expected gain). A hit short by a round or more resumes its search at its turn.
 #[test]
 fn a_run_budget_keeps_exact_hits_that_a_cold_run_would_not_search_longer() {
-    let dir = std::env::temp_dir().join(format!("tgc-tune-budget-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    std::fs::write(dir.join("small.tgc"), MODEL).expect("model written");
+    let dir = model_dir("budget");
     // `EFFORT` trials of search behind each task's records; `tune_model` searches in rounds
     // of `ROUND`.
     const EFFORT: u64 = 12;
@@ -552,10 +555,7 @@ fn a_run_budget_keeps_exact_hits_that_a_cold_run_would_not_search_longer() {
 /// than its budget.
 #[test]
 fn what_a_run_budget_leaves_goes_to_second_turns() {
-    let dir = std::env::temp_dir().join(format!("tgc-tune-second-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    std::fs::write(dir.join("small.tgc"), MODEL).expect("model written");
+    let dir = model_dir("second");
     const N: u64 = 18;
     let n = N.to_string();
     let first = tune_model(&dir, "small.tgc", "first.json", &n, &["--no-measure"]);

@@ -11,7 +11,7 @@ use crate::build::zero_trial_records;
 use crate::config::TuneConfig;
 use crate::error::TuneError;
 use crate::observer::Observer;
-use crate::report::{PlanSource, Report, TaskBudget, TaskReport, UntunedTask};
+use crate::report::{best_of, PlanSource, Report, TaskBudget, TaskReport, UntunedTask};
 use crate::rules::{SearchLimits, StopReason};
 use crate::run::{CacheUse, PreparedTask, Run};
 use crate::search::{search, SearchJob, SearchOutcome};
@@ -196,13 +196,7 @@ fn second_turns(
         let (later, best, later_effort) = tune_task(run, task, module, Some(&policy), observer)?;
         budget.spend(later.trials, later.wall_s);
         let before = tuned.reports[i].best_s;
-        observer.second_turn_finished(
-            &later,
-            match (before, later.best_s) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            },
-        );
+        observer.second_turn_finished(&later, best_of(before, later.best_s));
         let improved = match (before, later.best_s) {
             (Some(b), Some(l)) => l < b * (1.0 - tolerance),
             (None, Some(_)) => true,

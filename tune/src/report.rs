@@ -146,16 +146,21 @@ impl TaskReport {
         self.run_errors.extend(later.run_errors);
         self.builds_killed += later.builds_killed;
         self.repeats_dropped += later.repeats_dropped;
-        self.best_s = match (self.best_s, later.best_s) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        self.best_s = best_of(self.best_s, later.best_s);
         self.wall_s += later.wall_s;
         self.written += later.written;
         self.remeasured += later.remeasured;
         for (mode, n) in later.seed_modes {
             *self.seed_modes.entry(mode).or_default() += n;
         }
+    }
+}
+
+/// The better of two best latencies, either perhaps unknown.
+pub(crate) fn best_of(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 
