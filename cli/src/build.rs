@@ -1,7 +1,7 @@
 //! `tgc build` and `tgc bench`: flags onto [`tgc_tune::BuildConfig`], a line per task and a
 //! summary; the build itself is [`tgc_tune::build`] (see that crate's docs).
 
-use crate::input::{load_model, parse_shape_arg, write_output};
+use crate::input::{load_model_in, parse_shape_arg, write_output, Layout};
 use anyhow::{anyhow, Result};
 use clap::Args;
 use std::path::PathBuf;
@@ -51,13 +51,17 @@ pub struct BuildArgs {
     /// Static shape of an ONNX input, e.g. `input=1x224x224x3` (repeatable).
     #[arg(long = "shape", value_name = "NAME=DIMS", value_parser = parse_shape_arg)]
     shapes: Vec<(String, Vec<i64>)>,
+    /// The layout the convolutions run in: `nhwc` converts 2-D convolutions to NHWC with
+    /// HWIO kernels (much faster schedules on CPUs; the kernel inputs become HWIO).
+    #[arg(long, value_enum, default_value_t = Layout::Model)]
+    layout: Layout,
     /// Where the worker log and MetaSchedule's logs go (default: a temp dir).
     #[arg(long)]
     work_dir: Option<PathBuf>,
 }
 
 pub fn run(args: BuildArgs) -> Result<()> {
-    let module = load_model(&args.model, &args.shapes)?;
+    let module = load_model_in(&args.model, &args.shapes, args.layout)?;
     let onnxruntime = match args.onnxruntime {
         true => Some(onnx_file(&args.model)?),
         false => None,
@@ -271,6 +275,9 @@ pub struct BenchArgs {
     /// Static shape of an ONNX input of the untuned model (repeatable).
     #[arg(long = "shape", value_name = "NAME=DIMS", value_parser = parse_shape_arg)]
     shapes: Vec<(String, Vec<i64>)>,
+    /// The layout the library was built in (`tgc build --layout`), for the untuned model.
+    #[arg(long, value_enum, default_value_t = Layout::Model)]
+    layout: Layout,
     /// Print JSON (schema `tgc.bench/1`).
     #[arg(long)]
     json: bool,
@@ -289,7 +296,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     let untuned = args
         .untuned
         .as_deref()
-        .map(|m| load_model(m, &args.shapes))
+        .map(|m| load_model_in(m, &args.shapes, args.layout))
         .transpose()?;
     let onnxruntime = args.onnxruntime.as_deref().map(onnx_file).transpose()?;
     let r = tgc_tune::bench(

@@ -71,6 +71,32 @@ pub fn load_model(path: &str, shapes: &[(String, Vec<i64>)]) -> Result<Module> {
     read_module(path)
 }
 
+/// The layout a model's convolutions run in (`--layout`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Layout {
+    /// As the model has them.
+    #[default]
+    Model,
+    /// 2-D convolutions in NHWC with HWIO kernels (the `convert-layout` pass): on CPUs
+    /// MetaSchedule's schedules for them run much faster. Kernels that are inputs of the
+    /// model become HWIO inputs; the library's sidecar gives each one's permutation.
+    Nhwc,
+}
+
+/// [`load_model`], then the model in `layout`.
+pub fn load_model_in(path: &str, shapes: &[(String, Vec<i64>)], layout: Layout) -> Result<Module> {
+    let mut module = load_model(path, shapes)?;
+    if layout == Layout::Nhwc {
+        use tgc_passes::Pass;
+        tgc_passes::convert_layout::ConvertLayout
+            .run(&mut module)
+            .map_err(|e| anyhow::anyhow!("{path}: convert-layout: {}", e.0))?;
+        tgc_ir::verify_module(&module)
+            .map_err(|e| anyhow::anyhow!("{path}: convert-layout gave an invalid module: {e}"))?;
+    }
+    Ok(module)
+}
+
 /// Parses `NAME=1x3x224x224` for `--shape`.
 pub fn parse_shape_arg(s: &str) -> Result<(String, Vec<i64>), String> {
     let (name, dims) = s

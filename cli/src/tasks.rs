@@ -1,6 +1,6 @@
 //! `tgc tasks`: partition a model into tuning tasks and print one entry per distinct task.
 
-use crate::input::{load_model, parse_shape_arg, write_output};
+use crate::input::{load_model_in, parse_shape_arg, write_output, Layout};
 use anyhow::{anyhow, Result};
 use clap::Args;
 use std::path::PathBuf;
@@ -18,6 +18,9 @@ pub struct TasksArgs {
     /// Print JSON (schema `tgc.tasks/1`) instead of a table.
     #[arg(long)]
     json: bool,
+    /// The layout the convolutions run in, as `tgc tune --layout` tunes them.
+    #[arg(long, value_enum, default_value_t = Layout::Model)]
+    layout: Layout,
     /// Most nodes in one fused group (TVM's kMaxFusedOps).
     #[arg(long, default_value_t = 256)]
     max_depth: usize,
@@ -34,7 +37,7 @@ fn short_type(t: &TensorType) -> String {
 }
 
 pub fn run(args: TasksArgs) -> Result<()> {
-    let mut module = load_model(&args.model, &args.shapes)?;
+    let mut module = load_model_in(&args.model, &args.shapes, args.layout)?;
     let mut pm = PassManager::new(Instrumentation::default());
     // extract_tasks computes the keys itself: running canonicalize too would key every task twice.
     tgc_pipelines::build_pipeline(

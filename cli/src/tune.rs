@@ -1,7 +1,7 @@
 //! `tgc tune`: flags onto [`tgc_tune::TuneConfig`], progress bars and the summary table
 //! through an [`Observer`]; the run itself is [`tgc_tune::tune`] (see that crate's docs).
 
-use crate::input::{load_model, parse_shape_arg, write_output};
+use crate::input::{load_model_in, parse_shape_arg, write_output, Layout};
 use anyhow::{anyhow, Result};
 use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
@@ -52,6 +52,10 @@ pub struct TuneArgs {
     /// Static shape of an ONNX input, e.g. `input=1x224x224x3` (repeatable).
     #[arg(long = "shape", value_name = "NAME=DIMS", value_parser = parse_shape_arg)]
     shapes: Vec<(String, Vec<i64>)>,
+    /// The layout the convolutions run in: `nhwc` converts 2-D convolutions to NHWC with
+    /// HWIO kernels (much faster schedules on CPUs; the kernel inputs become HWIO).
+    #[arg(long, value_enum, default_value_t = Layout::Model)]
+    layout: Layout,
     /// Most seeds measured first per task.
     #[arg(long, default_value_t = SeedPolicy::DEFAULT.max_seeds)]
     max_seeds: usize,
@@ -139,7 +143,7 @@ impl TuneArgs {
 
 pub fn run(args: TuneArgs) -> Result<()> {
     let config = args.options().config(&args.model).map_err(|e| anyhow!(e))?;
-    let module = load_model(&args.model, &args.shapes)?;
+    let module = load_model_in(&args.model, &args.shapes, args.layout)?;
     let mut progress = Progress::new();
     let report = tgc_tune::tune(module, &config, &mut progress).map_err(|e| {
         progress.clear();

@@ -80,7 +80,9 @@ fn build(dir: &Path, model: &str, out: &str, extra: &[&str]) -> Value {
 }
 
 /// Loads both libraries with stock TVM only, runs them on the same random inputs (the
-/// sidecar's shapes) and returns the largest difference over the output's scale.
+/// sidecar's shapes) and returns the largest difference over the output's scale. An input
+/// of `b` that its sidecar marks as a permutation of the model's (`--layout nhwc`) gets
+/// `a`'s array transposed so.
 fn stock_tvm_difference(a: &Path, b: &Path) -> f64 {
     let python = tgc_tvm::find_python().expect("the TVM venv");
     let script = r#"
@@ -92,10 +94,15 @@ a, b = sys.argv[1], sys.argv[2]
 spec = json.load(open(a + ".json"))
 rng = np.random.default_rng(0)
 arrays = [rng.uniform(-1, 1, size=i["shape"]).astype(i["dtype"]) for i in spec["inputs"]]
+assert all(i.get("permutation") is None for i in spec["inputs"])
 outs = []
 for path in (a, b):
+    inputs = json.load(open(path + ".json"))["inputs"]
+    given = [x if i.get("permutation") is None else np.ascontiguousarray(np.transpose(x, i["permutation"]))
+             for x, i in zip(arrays, inputs)]
+    assert [list(x.shape) for x in given] == [i["shape"] for i in inputs], path
     vm = relax.VirtualMachine(tvm.runtime.load_module(path), tvm.cpu())
-    outs.append(vm["main"](*[tvm.runtime.tensor(x, tvm.cpu()) for x in arrays]).numpy())
+    outs.append(vm["main"](*[tvm.runtime.tensor(x, tvm.cpu()) for x in given]).numpy())
 assert list(outs[0].shape) == spec["outputs"][0]["shape"], (outs[0].shape, spec["outputs"])
 scale = float(np.max(np.abs(outs[1])))
 print(float(np.max(np.abs(outs[0] - outs[1]))) / scale)
@@ -681,6 +688,56 @@ fn onnxruntime_beside_tvm(dir: &Path) {
         "--onnxruntime",
     ]);
     assert!(e.contains("b.tgc") && e.contains("ONNX file"), "{e}");
+}
+
+/// `--layout nhwc` keeps what the model computes: an ONNX model (a transpose from NHWC
+/// input, convolutions with bias, ReLUs and a residual add) built as it is and built with its
+/// convolutions in NHWC, TVM's default schedules both, gives the same outputs on the same
+/// inputs, the NHWC library's kernels being the model's transposed as its sidecar says; and
+/// onnxruntime runs the ONNX file beside the NHWC library on those inputs transposed back.
+#[test]
+fn a_model_in_nhwc_computes_what_the_model_computes() {
+    let dir = std::env::temp_dir().join(format!("tgc-nhwc-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let onnx = dir.join("m.onnx");
+    python_script(&onnx_models(), &["nhwc_blocks", s(&onnx), "10", "8"]);
+    let a = dir.join("a.so");
+    let n = dir.join("n.so");
+    build(&dir, s(&onnx), "a.so", &["--no-cache"]);
+    let report = build(
+        &dir,
+        s(&onnx),
+        "n.so",
+        &["--no-cache", "--layout", "nhwc", "--bench", "--onnxruntime"],
+    );
+    let side = read_json(&dir.join("n.so.json"));
+    let permuted: Vec<&Value> = side["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| !i["permutation"].is_null())
+        .collect();
+    assert_eq!(permuted.len(), 2, "the two kernels are HWIO: {side}");
+    for i in &permuted {
+        assert_eq!(i["permutation"], serde_json::json!([2, 3, 1, 0]), "{side}");
+        assert_eq!(i["role"], "weight", "{side}");
+    }
+    let untransposed = report["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"].as_str().unwrap().contains("permute_dims"))
+        .count();
+    assert_eq!(
+        untransposed, 0,
+        "no transposes run with the model: {report}"
+    );
+    let d = stock_tvm_difference(&a, &n);
+    assert!(d < 1e-5, "the NHWC model computes what the model does: {d}");
+    let ort = &report["bench"]["onnxruntime"]["latency_ms"]["median"];
+    assert!(ort.as_f64().unwrap() > 0.0, "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Issue 31.1 through both doors: every way ONNX clamps (Clip with bound tensors, Clip with

@@ -7,6 +7,7 @@
 
 pub mod annotate_cache;
 pub mod canonicalize;
+pub mod convert_layout;
 pub mod cse;
 pub mod dce;
 pub mod manager;

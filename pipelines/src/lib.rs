@@ -15,6 +15,7 @@ use tgc_passes::{PassInfo, PassManager, PassOptions};
 pub static PASSES: &[&PassInfo] = &[
     &tgc_passes::annotate_cache::INFO,
     &tgc_passes::canonicalize::INFO,
+    &tgc_passes::convert_layout::INFO,
     &tgc_passes::cse::INFO,
     &tgc_passes::dce::INFO,
     &tgc_passes::partition::INFO,

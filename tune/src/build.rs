@@ -38,7 +38,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tgc_cache::{CacheLocation, Workload};
 use tgc_canonicalize::{extract_annotated_tasks, Task};
-use tgc_ir::Module;
+use tgc_ir::{Attr, Module};
+use tgc_passes::convert_layout::PERMUTED_PARAMS_ATTR;
 use tgc_passes::seeding::{SeedPlan, SeedPolicy, Tier};
 use tgc_tvm::{
     module_json, Applied, BenchRequest, BenchResult, BuildRecord, BuildResult, Built,
@@ -375,6 +376,24 @@ pub fn sidecar_path(library: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// Marks the inputs that `@main` lists as permuted (the `convert-layout` pass's
+/// [`PERMUTED_PARAMS_ATTR`]) with their permutation of the model's input.
+fn mark_permuted_inputs(module: &Module, inputs: &mut [ModelInput]) {
+    let Some(permuted) = module
+        .function("main")
+        .and_then(|f| f.attrs.get(PERMUTED_PARAMS_ATTR))
+        .and_then(Attr::as_dict)
+    else {
+        return;
+    };
+    for input in inputs {
+        input.permutation = permuted
+            .get(&input.name)
+            .and_then(Attr::as_ints)
+            .map(|axes| axes.iter().map(|&a| a as usize).collect());
+    }
+}
+
 /// The sidecar's JSON (`tgc.artifact/1`): how to call the library.
 fn sidecar_json(
     module: &Module,
@@ -521,6 +540,8 @@ pub fn build(
         (run.export_model(&module, &records, output)?, None)
     };
 
+    let mut built = built;
+    mark_permuted_inputs(&module, &mut built.inputs);
     let mut reports = Vec::with_capacity(tasks.len());
     for (task, p) in tasks.iter().zip(planned) {
         reports.push(p.finish(task, &built));

@@ -758,6 +758,11 @@ pub struct ModelInput {
     /// The products each output element of the contraction sums; `null` unless a weight.
     #[serde(deserialize_with = "nullable")]
     pub fan_in: Option<u64>,
+    /// This input is `permute_dims(the model's input of this name, permutation)`: a kernel
+    /// the `convert-layout` pass made HWIO (`tgc build --layout nhwc`). Absent: the model's
+    /// own layout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permutation: Option<Vec<usize>>,
 }
 
 // ---- bench --------------------------------------------------------------------------------

@@ -4,6 +4,10 @@ it as a script:
 
     python onnx_models.py conv PATH C          conv3x3 + relu on 1xCx16x16 (one task)
     python onnx_models.py blocks PATH HW C     conv3x3 + relu, conv3x3 + add + relu on 1xCxHWxHW
+    python onnx_models.py nhwc_blocks PATH HW C
+                                               an NHWC input transposed to NCHW, conv3x3 with
+                                               bias + relu, max pool, conv1x1 with bias + the
+                                               pooled input added back + relu, global average
     python onnx_models.py clips PATH OPSET     convs ending in each way ONNX clamps (Clip with
                                                both bounds, with min only; HardSigmoid; HardSwish
                                                from opset 14), bounds as inputs from opset 11
@@ -52,6 +56,31 @@ def blocks(path: str, hw: int, c: int) -> None:
     _save(nodes, "blocks", inputs, [_value("y", [1, c, hw, hw])], path)
 
 
+def nhwc_blocks(path: str, hw: int, c: int) -> None:
+    """A model that arrives in NHWC, as Keras exports do, with convolutions that have biases,
+    a pool between them, a residual add and a global average pool."""
+    from onnx import helper
+
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2]),
+        helper.make_node("Conv", ["t", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("MaxPool", ["r1"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p", "w2", "b2"], ["c2"]),
+        helper.make_node("Add", ["c2", "p"], ["a"]),
+        helper.make_node("Relu", ["a"], ["r2"]),
+        helper.make_node("GlobalAveragePool", ["r2"], ["y"]),
+    ]
+    inputs = [
+        _value("x", [1, hw, hw, 3]),
+        _value("w1", [c, 3, 3, 3]),
+        _value("b1", [c]),
+        _value("w2", [c, c, 1, 1]),
+        _value("b2", [c]),
+    ]
+    _save(nodes, "nhwc_blocks", inputs, [_value("y", [1, c, 1, 1])], path)
+
+
 def clips(path: str, opset: int) -> None:
     """A chain of 3x3 convolutions on 1x8x16x16, each followed by one way of clamping."""
     from onnx import TensorProto, helper
@@ -91,4 +120,4 @@ def clips(path: str, opset: int) -> None:
 
 if __name__ == "__main__":
     kind, path, *dims = sys.argv[1:]
-    {"conv": conv, "blocks": blocks, "clips": clips}[kind](path, *map(int, dims))
+    {"conv": conv, "blocks": blocks, "nhwc_blocks": nhwc_blocks, "clips": clips}[kind](path, *map(int, dims))

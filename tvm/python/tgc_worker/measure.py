@@ -328,6 +328,31 @@ def roles_from_json(inputs, where: str) -> tuple[list, list]:
     return types, roles
 
 
+def model_inputs(inputs: list, types: list, arrays: list) -> tuple[list, list]:
+    """The library's inputs as the model it was built from takes them: an input whose
+    sidecar entry has a `permutation` (a kernel `--layout nhwc` made HWIO, the library's
+    array being `permute_dims(model's, permutation)`) transposed back; ([TensorTy], arrays)."""
+    out_types, out_arrays = [], []
+    for i, (x, ty, arr) in enumerate(zip(inputs, types, arrays)):
+        perm = x.get("permutation")
+        if perm is None:
+            out_types.append(ty)
+            out_arrays.append(arr)
+            continue
+        if (
+            not isinstance(perm, list)
+            or sorted(perm) != list(range(len(ty.shape)))
+            or any(isinstance(a, bool) for a in perm)
+        ):
+            raise WorkerError(
+                "bad_params", f"inputs[{i}]: permutation must list the {len(ty.shape)} axes once each, got {perm!r}"
+            )
+        inverse = [perm.index(a) for a in range(len(perm))]
+        out_types.append(TensorTy(tuple(ty.shape[a] for a in inverse), ty.dtype))
+        out_arrays.append(np.ascontiguousarray(np.transpose(arr, inverse)))
+    return out_types, out_arrays
+
+
 def draw_inputs(types: list, roles: list, seed: int) -> list:
     """check_inputs' draw for tensors of `types` with `roles`."""
     rng = np.random.default_rng(seed)
@@ -555,7 +580,10 @@ def bench(params: dict) -> dict:
             raise WorkerError("bad_params", f"onnx: {path!r} is not a file")
         if kind != "llvm":
             raise WorkerError("bad_params", f"onnx: onnxruntime is timed on this CPU, the library is for {kind}")
-        onnxruntime = onnxrt.latency(path, types, roles, arrays, repeat, number, runtime_threads())
+        model_types, model_arrays = model_inputs(params["inputs"], types, arrays)
+        onnxruntime = onnxrt.latency(
+            path, model_types, roles, model_arrays, repeat, number, runtime_threads()
+        )
     return {
         "latency_ms": latency,
         "untuned_latency_ms": untuned,
