@@ -66,13 +66,14 @@ def tgc_arm(model, cache, out, stem, args):
             tgc, "tune", model, "--cache", cache, "--trials", per_piece,
             "--trials-per-round", args.per_round, "--population", args.population,
             "--no-measure", "--report", rep, "--work-dir", out / f"{stem}_tgc_{j}",
+            "--layout", args.layout,
         ], rep, args.reuse))
         last = j == args.pieces - 1
         brep = out / f"{stem}_build_{j}.json"
         builds.append(run_json([
             tgc, "build", model, "--cache", cache, "-o", out / f"{stem}_{j}.so", "--check",
             *(["--bench", "--onnxruntime"] if last else []),
-            "--report", brep, "--work-dir", out / f"{stem}_build_{j}",
+            "--report", brep, "--work-dir", out / f"{stem}_build_{j}", "--layout", args.layout,
         ], brep, args.reuse))
     return pieces, builds
 
@@ -86,6 +87,7 @@ def start_latency(model, cache, out, stem, args):
     b = run_json([
         args.tgc, "build", model, "--cache", cache, "-o", out / f"{stem}_start.so", "--check",
         "--cache-read-only", "--report", brep, "--work-dir", out / f"{stem}_build_start",
+        "--layout", args.layout,
     ], brep, args.reuse)
     return b["end_to_end"]["latency_ms"]["median"]
 
@@ -208,6 +210,8 @@ def main() -> int:
     p.add_argument("--per-round", type=int, default=8)
     p.add_argument("--population", type=int, default=128)
     p.add_argument("--no-stock", action="store_true", help="skip the stock TVM arm")
+    p.add_argument("--layout", choices=["model", "nhwc"], default="model",
+                   help="tgc's --layout (the stock arm tunes the model as TVM imports it)")
     p.add_argument("--out", default=None)
     p.add_argument("--reuse", action="store_true", help="keep reports already in --out")
     p.add_argument("--table", default=None, help="write the markdown table here")

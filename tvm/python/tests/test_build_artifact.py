@@ -173,6 +173,13 @@ class TestArtifact(unittest.TestCase):
                                 "repeat": 1, "number": 1, "seed": 0})
         self.assertEqual(r["error"]["kind"], "bad_params", r)
         self.assertIn("fan_in", r["error"]["message"])
+        for perm in ([2, 3, 1], [0, 0, 1, 2], "nhwc", [True, 0, 2, 3]):
+            r = w.request("bench", {"library": __file__, "inputs": [
+                {"name": "w", "shape": [3, 3, 4, 4], "dtype": "float32", "role": "weight",
+                 "fan_in": 36, "permutation": perm}], "target": LLVM,
+                "repeat": 1, "number": 1, "seed": 0})
+            self.assertEqual(r["error"]["kind"], "bad_params", r)
+            self.assertIn("inputs[0]: permutation must list the 4 axes", r["error"]["message"])
 
 
 if __name__ == "__main__":

@@ -307,14 +307,24 @@ def roles_json(spec: ModelSpec) -> list:
 
 
 def roles_from_json(inputs, where: str) -> tuple[list, list]:
-    """([TensorTy], [role]) from a list of {name, shape, dtype, role?, fan_in?} (the inputs
-    of an artifact's sidecar); an absent role is data."""
+    """([TensorTy], [role]) from a list of {name, shape, dtype, role?, fan_in?, permutation?}
+    (the inputs of an artifact's sidecar); an absent role is data."""
     if not isinstance(inputs, list):
         raise WorkerError("bad_params", f"{where} must be a list")
     types, roles = [], []
     for i, x in enumerate(inputs):
         w = f"{where}[{i}]"
         types.append(_tensor_ty(x, w))
+        perm = x.get("permutation")
+        rank = len(types[-1].shape)
+        if perm is not None and (
+            not isinstance(perm, list)
+            or any(isinstance(a, bool) for a in perm)
+            or sorted(perm) != list(range(rank))
+        ):
+            raise WorkerError(
+                "bad_params", f"{w}: permutation must list the {rank} axes once each, got {perm!r}"
+            )
         role = x.get("role", "data")
         if role == "weight":
             f = x.get("fan_in")
@@ -333,20 +343,12 @@ def model_inputs(inputs: list, types: list, arrays: list) -> tuple[list, list]:
     sidecar entry has a `permutation` (a kernel `--layout nhwc` made HWIO, the library's
     array being `permute_dims(model's, permutation)`) transposed back; ([TensorTy], arrays)."""
     out_types, out_arrays = [], []
-    for i, (x, ty, arr) in enumerate(zip(inputs, types, arrays)):
-        perm = x.get("permutation")
+    for x, ty, arr in zip(inputs, types, arrays):
+        perm = x.get("permutation")  # checked by roles_from_json
         if perm is None:
             out_types.append(ty)
             out_arrays.append(arr)
             continue
-        if (
-            not isinstance(perm, list)
-            or sorted(perm) != list(range(len(ty.shape)))
-            or any(isinstance(a, bool) for a in perm)
-        ):
-            raise WorkerError(
-                "bad_params", f"inputs[{i}]: permutation must list the {len(ty.shape)} axes once each, got {perm!r}"
-            )
         inverse = [perm.index(a) for a in range(len(perm))]
         out_types.append(TensorTy(tuple(ty.shape[a] for a in inverse), ty.dtype))
         out_arrays.append(np.ascontiguousarray(np.transpose(arr, inverse)))
