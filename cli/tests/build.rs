@@ -691,7 +691,8 @@ fn onnxruntime_beside_tvm(dir: &Path) {
 }
 
 /// `--layout nhwc` keeps what the model computes: an ONNX model (a transpose from NHWC
-/// input, convolutions with bias, ReLUs and a residual add) built as it is and built with its
+/// input, convolutions with bias, a depthwise one, ReLUs, a pool, a residual add and a global
+/// average) built as it is and built with its
 /// convolutions in NHWC, TVM's default schedules both, gives the same outputs on the same
 /// inputs, the NHWC library's kernels being the model's transposed as its sidecar says; and
 /// onnxruntime runs the ONNX file beside the NHWC library on those inputs transposed back.
@@ -718,7 +719,7 @@ fn a_model_in_nhwc_computes_what_the_model_computes() {
         .iter()
         .filter(|i| !i["permutation"].is_null())
         .collect();
-    assert_eq!(permuted.len(), 2, "the two kernels are HWIO: {side}");
+    assert_eq!(permuted.len(), 3, "the three kernels are HWIO: {side}");
     for i in &permuted {
         assert_eq!(i["permutation"], serde_json::json!([2, 3, 1, 0]), "{side}");
         assert_eq!(i["role"], "weight", "{side}");

@@ -18,10 +18,11 @@
 //! - `nn.max_pool2d` and `nn.avg_pool2d` (NCHW to NHWC), `nn.pad` (its widths permuted);
 //! - the reductions `sum`, `mean`, `max`, `min`, `prod` and `squeeze` (axes mapped).
 //!
-//! Only `nn.conv2d` with `groups = 1`, NCHW data and output and an OIHW kernel is converted;
-//! grouped and depthwise convolutions, and everything else, keep their layout. A kernel
-//! that is a parameter gets a `permute_dims` binding: a transform of a weight, which a
-//! build that binds the weights once can fold.
+//! Every `nn.conv2d` with NCHW data and output and an OIHW kernel is converted, grouped and
+//! depthwise ones too (an HWIO kernel of a depthwise convolution is `[kh, kw, 1, C]`);
+//! other layouts and every other op keep theirs. A kernel that is an entry function's
+//! parameter and nothing else becomes an HWIO parameter (see [`convert_function`]); any
+//! other kernel gets a `permute_dims` binding.
 
 use crate::dce::eliminate_dead_bindings;
 use crate::pass::{Pass, PassError, PassInfo, PassOptions};
@@ -276,10 +277,19 @@ impl Rewriter<'_> {
         match name {
             "permute_dims" => {
                 let (base, perm) = self.repr(b.operands[0]);
+                let rank = perm.len() as i64;
                 let axes: Perm = match attrs.get("axes").and_then(Attr::as_ints) {
-                    Some(a) => a.iter().map(|&x| x as usize).collect(),
+                    Some(a) => a
+                        .iter()
+                        .map(|&x| if x < 0 { x + rank } else { x })
+                        .filter(|x| (0..rank).contains(x))
+                        .map(|x| x as usize)
+                        .collect(),
                     None => (0..perm.len()).rev().collect(),
                 };
+                if axes.len() != perm.len() {
+                    return self.keep(b);
+                }
                 let composed = axes.iter().map(|&a| perm[a]).collect();
                 self.set(r, base, composed);
                 Ok(())
@@ -432,7 +442,6 @@ fn convertible_conv(f: &Function, b: &Binding) -> bool {
     s("data_layout") == Some("NCHW")
         && s("kernel_layout") == Some("OIHW")
         && s("out_layout").is_none_or(|l| l == "NCHW")
-        && attrs.get("groups").and_then(Attr::as_int) == Some(1)
         && b.operands.iter().all(|&o| f.ty(o).rank() == 4)
 }
 

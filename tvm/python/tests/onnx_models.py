@@ -6,8 +6,9 @@ it as a script:
     python onnx_models.py blocks PATH HW C     conv3x3 + relu, conv3x3 + add + relu on 1xCxHWxHW
     python onnx_models.py nhwc_blocks PATH HW C
                                                an NHWC input transposed to NCHW, conv3x3 with
-                                               bias + relu, max pool, conv1x1 with bias + the
-                                               pooled input added back + relu, global average
+                                               bias + relu, max pool, depthwise conv3x3,
+                                               conv1x1 with bias + the pooled input added back
+                                               + relu, global average
     python onnx_models.py clips PATH OPSET     convs ending in each way ONNX clamps (Clip with
                                                both bounds, with min only; HardSigmoid; HardSwish
                                                from opset 14), bounds as inputs from opset 11
@@ -58,7 +59,7 @@ def blocks(path: str, hw: int, c: int) -> None:
 
 def nhwc_blocks(path: str, hw: int, c: int) -> None:
     """A model that arrives in NHWC, as Keras exports do, with convolutions that have biases,
-    a pool between them, a residual add and a global average pool."""
+    a pool between them, a depthwise one, a residual add and a global average pool."""
     from onnx import helper
 
     nodes = [
@@ -66,7 +67,8 @@ def nhwc_blocks(path: str, hw: int, c: int) -> None:
         helper.make_node("Conv", ["t", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c1"], ["r1"]),
         helper.make_node("MaxPool", ["r1"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
-        helper.make_node("Conv", ["p", "w2", "b2"], ["c2"]),
+        helper.make_node("Conv", ["p", "dw"], ["d"], group=c, pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["d", "w2", "b2"], ["c2"]),
         helper.make_node("Add", ["c2", "p"], ["a"]),
         helper.make_node("Relu", ["a"], ["r2"]),
         helper.make_node("GlobalAveragePool", ["r2"], ["y"]),
@@ -75,6 +77,7 @@ def nhwc_blocks(path: str, hw: int, c: int) -> None:
         _value("x", [1, hw, hw, 3]),
         _value("w1", [c, 3, 3, 3]),
         _value("b1", [c]),
+        _value("dw", [c, 1, 3, 3]),
         _value("w2", [c, c, 1, 1]),
         _value("b2", [c]),
     ]
