@@ -52,6 +52,19 @@ impl Module {
         load_model(path, &shapes).map(|inner| Module { inner })
     }
 
+    /// The module with its 2-D convolutions in NHWC with HWIO kernels (the `convert-layout`
+    /// pass, what `--layout nhwc` tunes and builds); kernels that are inputs become HWIO
+    /// inputs, listed in `@main`'s `permuted_params`.
+    fn convert_layout(&self) -> PyResult<Module> {
+        use tgc_passes::Pass;
+        let mut inner = self.inner.clone();
+        tgc_passes::convert_layout::ConvertLayout
+            .run(&mut inner)
+            .map_err(|e| err(format!("@{}: convert-layout: {}", inner.name, e.0)))?;
+        tgc_ir::verify_module(&inner).map_err(|e| err(format!("@{}: {e}", inner.name)))?;
+        Ok(Module { inner })
+    }
+
     /// The module's canonical text (what `tgc import` prints).
     fn text(&self) -> String {
         tgc_ir::text::print_module(&self.inner)

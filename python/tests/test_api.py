@@ -58,6 +58,17 @@ class TestTasks(unittest.TestCase):
         with self.assertRaises(tgc.TgcError):
             tgc.tasks(42)
 
+    def test_layout_is_the_cli_document(self):
+        self.assertEqual(tgc.tasks(str(RESNET), layout="nhwc"),
+                         cli_json("tasks", str(RESNET), "--json", "--layout", "nhwc"))
+        m = tgc.load(str(RESNET)).convert_layout()
+        self.assertIn('data_layout = "NHWC", kernel_layout = "HWIO"', m.text())
+        self.assertNotIn('data_layout = "NCHW"', m.text())
+        self.assertIn("permuted_params", m.text())
+        with self.assertRaises(tgc.TgcError) as cm:
+            tgc.tasks(str(RESNET), layout="NCHWc")
+        self.assertIn("layout must be 'model' or 'nhwc'", str(cm.exception))
+
 
 class TestSimilarity(unittest.TestCase):
     def test_the_cli_document(self):

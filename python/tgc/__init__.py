@@ -50,17 +50,23 @@ def _is_irmodule(model: Any) -> bool:
     return isinstance(model, tvm.IRModule)
 
 
-def load(model, *, shapes: dict[str, Sequence[int]] | None = None, name: str | None = None) -> Module:
+def load(model, *, shapes: dict[str, Sequence[int]] | None = None, name: str | None = None,
+         layout: str = "model") -> Module:
     """The tgc IR of ``model``: a path or zoo name (``shapes``: static shapes of ONNX
-    inputs by name), a Relax ``IRModule`` (``name`` names it), or a ``Module`` as is."""
+    inputs by name), a Relax ``IRModule`` (``name`` names it), or a ``Module`` as is.
+    ``layout="nhwc"``: its 2-D convolutions in NHWC with HWIO kernels (``--layout nhwc``)."""
+    if layout not in ("model", "nhwc"):
+        raise TgcError(f"layout must be 'model' or 'nhwc', not {layout!r}")
     if isinstance(model, Module):
-        return model
-    if _is_irmodule(model):
-        return from_relax(model, name=name or "relax")
-    if isinstance(model, (str, os.PathLike)):
+        m = model
+    elif _is_irmodule(model):
+        m = from_relax(model, name=name or "relax")
+    elif isinstance(model, (str, os.PathLike)):
         pairs = [(k, [int(d) for d in v]) for k, v in (shapes or {}).items()]
-        return Module.load(os.fspath(model), pairs)
-    raise TgcError(f"a model is a path, a zoo name, a tvm.IRModule or a tgc.Module, not {type(model).__name__}")
+        m = Module.load(os.fspath(model), pairs)
+    else:
+        raise TgcError(f"a model is a path, a zoo name, a tvm.IRModule or a tgc.Module, not {type(model).__name__}")
+    return m.convert_layout() if layout == "nhwc" else m
 
 
 def _label(model, name: str | None) -> str:
@@ -73,12 +79,13 @@ def _label(model, name: str | None) -> str:
     return "relax"
 
 
-def tasks(model, *, shapes=None, max_depth: int = 256, name: str | None = None) -> dict:
+def tasks(model, *, shapes=None, max_depth: int = 256, name: str | None = None,
+          layout: str = "model") -> dict:
     """The distinct tuning tasks of ``model``, as ``tgc tasks --json`` prints them (schema
     ``tgc.tasks/1``): per task its name, ops, the exact, structural and family keys,
     occurrences, FLOPs, bytes, parameter and result types. ``model`` in the document is
-    ``name``, else the path as given."""
-    m = load(model, shapes=shapes, name=name)
+    ``name``, else the path as given. ``layout="nhwc"``: as ``--layout nhwc`` tunes them."""
+    m = load(model, shapes=shapes, name=name, layout=layout)
     return json.loads(_native.tasks_json(m, _label(model, name), max_depth))
 
 
@@ -179,16 +186,18 @@ def tune(model, *, target: str = "llvm", cache: str | os.PathLike | Cache | None
          cost_model: str | os.PathLike | None = None, cost_model_warm_start: bool = True,
          measure: bool = True, work_dir: str | os.PathLike | None = None,
          cache_read_only: bool = False, rpc: str | None = None, rpc_key: str | None = None,
-         rpc_sessions: int | None = None, shapes=None, name: str | None = None) -> dict:
+         rpc_sessions: int | None = None, shapes=None, name: str | None = None,
+         layout: str = "model") -> dict:
     """Tunes ``model`` with TVM MetaSchedule seeded from the cache and writes the results
     back: the ``tgc tune`` driver (the tgc-tune crate), the keywords are its flags. Returns
     the report (``tgc tune --report``) as a dict. Raises ``TgcError`` when the tuned build's
     outputs differ from an untuned build's (the report is the exception's ``report``).
     ``cache`` is a file or a ``postgres://`` URL (docs/scale.md); ``cache_read_only``
     reads it and writes nothing back; ``rpc="HOST:PORT", rpc_key=KEY`` measures on the
-    devices a TVM RPC tracker offers under the key."""
+    devices a TVM RPC tracker offers under the key; ``layout="nhwc"`` tunes the model with
+    its convolutions in NHWC (``--layout nhwc``)."""
     _worker_python()
-    m = load(model, shapes=shapes, name=name)
+    m = load(model, shapes=shapes, name=name, layout=layout)
     opts = dict(target=target, cache=_path(cache), no_cache=no_cache,
                 trials_per_task=trials_per_task, trials=trials, time_budget=time_budget,
                 max_tasks=max_tasks, trials_per_round=trials_per_round, population=population,
@@ -227,7 +236,7 @@ def build(model, *, target: str = "llvm", cache: str | os.PathLike | Cache | Non
           measure_candidates: int | None = None, bench: bool = False,
           onnxruntime: bool = False, work_dir: str | os.PathLike | None = None,
           check: bool = False, cache_read_only: bool = False, shapes=None,
-          name: str | None = None):
+          name: str | None = None, layout: str = "model"):
     """Compiles the deployable ``model`` with the cached schedule per task and a zero-trial
     transfer where no exact record exists: ``tgc build`` (tgc-tune's build). With
     ``output``, writes the library there (and its sidecar ``output + ".json"``) and returns
@@ -237,7 +246,9 @@ def build(model, *, target: str = "llvm", cache: str | os.PathLike | Cache | Non
     report's ``end_to_end``; a difference raises TgcError); without it the model is built
     once and nothing runs. ``bench``: time the library and an untuned build (the report's
     ``bench``); with ``onnxruntime`` and an ONNX file as ``model``, also onnxruntime on that
-    file, on the same inputs and threads (``bench["onnxruntime"]``)."""
+    file, on the same inputs and threads (``bench["onnxruntime"]``). ``layout="nhwc"``:
+    built with the convolutions in NHWC (``--layout nhwc``; the sidecar gives the HWIO
+    kernels' ``permutation`` of the model's)."""
     import tempfile
 
     if onnxruntime:
@@ -247,7 +258,7 @@ def build(model, *, target: str = "llvm", cache: str | os.PathLike | Cache | Non
                 and os.path.isfile(model)):
             raise TgcError(f"{model!s:.80}: onnxruntime=True times an ONNX file (a .onnx model), not this")
     _worker_python()
-    m = load(model, shapes=shapes, name=name)
+    m = load(model, shapes=shapes, name=name, layout=layout)
     keep = output is not None
     if not keep:
         tmp = tempfile.mkdtemp(prefix="tgc-build-")
