@@ -180,23 +180,18 @@ impl Rewriter<'_> {
         // `base` reshapes, when it is a reshape itself: a bias brought to rank 4).
         let shape = &self.f.ty(base).shape;
         let moved: Vec<usize> = axes.iter().copied().filter(|&a| shape[a] != 1).collect();
-        let (op, operand, mut attrs) = if moved.windows(2).all(|w| w[0] < w[1]) {
+        let is_reshape = moved.windows(2).all(|w| w[0] < w[1]);
+        let mut attrs = Attrs::new();
+        let (op, operand) = if is_reshape {
             let new_shape: Vec<i64> = axes.iter().map(|&a| shape[a]).collect();
-            let mut attrs = Attrs::new();
             attrs.insert("shape".into(), Attr::ints(new_shape));
             let src = self.reshaped.get(&base).copied().unwrap_or(base);
-            (
-                Op::lookup("reshape").expect("reshape is registered"),
-                src,
-                attrs,
-            )
+            (Op::lookup("reshape").expect("reshape is registered"), src)
         } else {
-            let op = Op::lookup("permute_dims").expect("permute_dims is registered");
-            (op, base, Attrs::new())
-        };
-        if op.name() == "permute_dims" {
             attrs.insert("axes".into(), axes_attr(&axes));
-        }
+            let op = Op::lookup("permute_dims").expect("permute_dims is registered");
+            (op, base)
+        };
         // The value in its own layout takes the original value's name and id.
         let (result, hint) = if is_identity(want) && base != v {
             (Some(v), String::new())
@@ -209,7 +204,7 @@ impl Rewriter<'_> {
             (None, format!("{}.{suffix}", self.f.name_of(v)))
         };
         let u = self.emit(op, &[operand], attrs, &hint, result)?;
-        if op.name() == "reshape" {
+        if is_reshape {
             self.reshaped.insert(u, operand);
         }
         self.emitted.insert((base, axes), u);
