@@ -56,6 +56,14 @@ fn error_line(args: &[&str]) -> String {
     lines[0].to_string()
 }
 
+/// An empty directory `PREFIX-PID` under the temp dir, whatever an earlier run left there.
+fn fresh_dir(prefix: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
 fn read_json(p: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(p).expect("file written")).expect("JSON")
 }
@@ -153,9 +161,7 @@ fn tasks_of(report: &Value) -> &Vec<Value> {
 
 #[test]
 fn zero_trial_builds_from_a_neighbours_cache_load_in_stock_tvm() {
-    let dir = std::env::temp_dir().join(format!("tgc-build-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = fresh_dir("tgc-build-test");
     let (a, b) = (dir.join("a.tgc"), dir.join("b.tgc"));
     std::fs::write(&a, model(16)).expect("model A");
     std::fs::write(&b, model(12)).expect("model B");
@@ -398,8 +404,7 @@ fn an_onnx_model_with_an_unsupported_op_is_a_one_line_error() {
         renamed += 1;
     }
     assert!(renamed > 0, "the fixture has HardSwish nodes");
-    let dir = std::env::temp_dir().join(format!("tgc-build-onnx-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = fresh_dir("tgc-build-onnx");
     let model = dir.join("unsupported.onnx");
     std::fs::write(&model, bytes).expect("model written");
     let e = error_line(&["build", s(&model), "-o", s(&dir.join("m.so")), "--no-cache"]);
@@ -414,9 +419,7 @@ fn an_onnx_model_with_an_unsupported_op_is_a_one_line_error() {
 fn a_models_export_feeds_stock_compile_relax() {
     let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/fixtures/onnx/pplcnet-blocks.onnx");
-    let dir = std::env::temp_dir().join(format!("tgc-export-model-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = fresh_dir("tgc-export-model");
     let cache = dir.join("cache.sqlite");
     let report = dir.join("tune.json");
     ok(&[
@@ -698,9 +701,7 @@ fn onnxruntime_beside_tvm(dir: &Path) {
 /// onnxruntime runs the ONNX file beside the NHWC library on those inputs transposed back.
 #[test]
 fn a_model_in_nhwc_computes_what_the_model_computes() {
-    let dir = std::env::temp_dir().join(format!("tgc-nhwc-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = fresh_dir("tgc-nhwc");
     let onnx = dir.join("m.onnx");
     python_script(&onnx_models(), &["nhwc_blocks", s(&onnx), "10", "8"]);
     let a = dir.join("a.so");
@@ -749,9 +750,7 @@ fn a_model_in_nhwc_computes_what_the_model_computes() {
 /// every one of TVM's tasks in stock `compile_relax` (none keeps a default schedule).
 #[test]
 fn a_stock_database_of_every_clamp_builds_exact_and_exports_back() {
-    let dir = std::env::temp_dir().join(format!("tgc-clamps-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = fresh_dir("tgc-clamps");
     let model = dir.join("clips.onnx");
     python_script(&onnx_models(), &["clips", s(&model), "17"]);
     stock_database_round_trip(&dir, &model, "2", 4);
@@ -763,9 +762,7 @@ fn a_stock_database_of_every_clamp_builds_exact_and_exports_back() {
 /// MetaSchedule's per-round builder start-up.
 #[test]
 fn a_stock_database_of_every_mobilenetv2_task_builds_exact_and_exports_back() {
-    let dir = std::env::temp_dir().join(format!("tgc-mnv2-stock-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = fresh_dir("tgc-mnv2-stock");
     let model = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/keras-mobilenetv2.onnx");
     stock_database_round_trip(&dir, &model, "1", 38);
     let _ = std::fs::remove_dir_all(&dir);
