@@ -314,6 +314,14 @@ fn summary_table(report: &Report) -> String {
         report.total_trials(),
         hits.join(", ")
     ));
+    if !report.tasks.is_empty() {
+        let t = report.time_split();
+        out.push_str(&format!(
+            "time: search {:.1} s, build {:.1} s, run {:.1} s, cost model {:.1} s, \
+             write-back re-measurement {:.1} s, other {:.1} s\n",
+            t.search_s, t.build_s, t.run_s, t.cost_model_s, t.writeback_s, t.other_s
+        ));
+    }
     if let Some((t, _)) = &report.rpc {
         out.push_str(&format!(
             "measured on the devices under key {:?} at RPC tracker {}, {} at once; {} measurements failed\n",

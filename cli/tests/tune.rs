@@ -103,7 +103,19 @@ fn a_cold_run_writes_back(first: &Value) -> u64 {
         // The history's best is the search's single measurement; the task's best is its
         // best record re-measured (median of fresh runs): both real latencies.
         assert!(last["best_s"].as_f64().unwrap() > 0.0, "{t}");
+        // the task's seconds: its rounds' builds and runs, then the write-back's
+        // re-measurement of its best records, and the rest of its wall time
+        let secs = &t["seconds"];
+        assert!(t["records_remeasured"].as_u64().unwrap() >= 1, "{t}");
+        for part in ["build_s", "run_s", "writeback_s"] {
+            assert!(secs[part].as_f64().unwrap() > 0.0, "{part}: {t}");
+        }
+        assert_split_sums_to(secs, t["wall_s"].as_f64().unwrap());
     }
+    assert_split_sums_to(
+        &first["totals"]["seconds"],
+        first["totals"]["tuning_wall_s"].as_f64().unwrap(),
+    );
     assert_output_check(&first["end_to_end"]);
     // `--target llvm` is this machine: the CPU its LLVM detects, the physical cores.
     assert!(
@@ -126,6 +138,27 @@ fn a_cold_run_writes_back(first: &Value) -> u64 {
     }
 
     before
+}
+
+/// A report's split of `wall_s` (`TimeSplit`): parts that add up to it.
+fn assert_split_sums_to(secs: &Value, wall_s: f64) {
+    let parts = [
+        "search_s",
+        "build_s",
+        "run_s",
+        "cost_model_s",
+        "writeback_s",
+        "other_s",
+    ];
+    let sum: f64 = parts.iter().map(|p| secs[p].as_f64().unwrap()).sum();
+    assert!(
+        parts.iter().all(|p| secs[p].as_f64().unwrap() >= 0.0),
+        "{secs}"
+    );
+    assert!(
+        (sum - wall_s).abs() < 1e-6 * wall_s.max(1.0),
+        "{secs} against {wall_s}"
+    );
 }
 
 /// The second run finds every task exact in the cache and checks its best record.

@@ -62,6 +62,6 @@ pub use config::{CostModel, ModelTiming, RpcTracker, SearchSettings, TuneConfig,
 pub use driver::tune;
 pub use error::TuneError;
 pub use observer::{Observer, Silent};
-pub use report::{PlanSource, Report, TaskBudget, TaskReport};
+pub use report::{PlanSource, Report, TaskBudget, TaskReport, TimeSplit};
 pub use rules::StopReason;
 pub use search::{RunnerSettings, TuneRound};

@@ -37,6 +37,8 @@ pub struct TaskReport {
     /// The timing settings the worker measured with.
     pub runner: RunnerSettings,
     pub wall_s: f64,
+    /// Of `wall_s`, the re-measurement of the best records before write-back.
+    pub writeback_s: f64,
     /// Records inserted or replaced in the cache.
     pub written: usize,
     /// Records the worker returned re-measured: the ones offered for write-back.
@@ -103,6 +105,7 @@ impl TaskReport {
             exact_control: result.exact_control,
             runner: result.runner,
             wall_s: result.wall_s,
+            writeback_s: result.writeback_s,
             written,
             remeasured: result.records.iter().filter(|r| r.remeasured).count(),
             history: result.history,
@@ -148,11 +151,50 @@ impl TaskReport {
         self.repeats_dropped += later.repeats_dropped;
         self.best_s = best_of(self.best_s, later.best_s);
         self.wall_s += later.wall_s;
+        self.writeback_s += later.writeback_s;
         self.written += later.written;
         self.remeasured += later.remeasured;
         for (mode, n) in later.seed_modes {
             *self.seed_modes.entry(mode).or_default() += n;
         }
+    }
+}
+
+/// Where a run's (or a task's) tuning seconds went.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct TimeSplit {
+    /// Candidate generation: the seeds' replay, the evolutionary search and its cost-model
+    /// predictions.
+    pub search_s: f64,
+    /// Building the trials (and the exact-hit check's candidates).
+    pub build_s: f64,
+    /// Running them, the exact-hit check's windows included.
+    pub run_s: f64,
+    /// Updating the cost model.
+    pub cost_model_s: f64,
+    /// Re-measuring the best records before write-back, their builds included.
+    pub writeback_s: f64,
+    /// The rest of the wall time: planning, opening and closing sessions, cache writes.
+    pub other_s: f64,
+}
+
+impl TimeSplit {
+    /// The split of `wall_s` over `tasks`' rounds and write-backs; what they do not
+    /// account for is `other_s`.
+    pub fn of<'a>(tasks: impl IntoIterator<Item = &'a TaskReport>, wall_s: f64) -> TimeSplit {
+        let mut t = TimeSplit::default();
+        for r in tasks {
+            for h in &r.history {
+                t.search_s += h.search_s;
+                t.build_s += h.build_s;
+                t.run_s += h.run_s;
+                t.cost_model_s += h.cost_model_s;
+            }
+            t.writeback_s += r.writeback_s;
+        }
+        let accounted = t.search_s + t.build_s + t.run_s + t.cost_model_s + t.writeback_s;
+        t.other_s = (wall_s - accounted).max(0.0);
+        t
     }
 }
 
@@ -266,6 +308,11 @@ impl Report {
         tiers
     }
 
+    /// Where `tuning_wall_s` went.
+    pub fn time_split(&self) -> TimeSplit {
+        TimeSplit::of(&self.tasks, self.tuning_wall_s)
+    }
+
     pub fn total_trials(&self) -> u64 {
         self.tasks.iter().map(|r| r.trials).sum()
     }
@@ -337,6 +384,7 @@ impl Report {
                 "exact_control": r.exact_control,
                 "runner": r.runner,
                 "wall_s": r.wall_s,
+                "seconds": TimeSplit::of([r], r.wall_s),
                 "records_written": r.written,
                 "records_remeasured": r.remeasured,
                 "seed_modes": r.seed_modes,
@@ -354,6 +402,7 @@ impl Report {
             "totals": {
                 "tuning_wall_s": self.tuning_wall_s,
                 "prepare_tuning_s": self.prepare_tuning_s,
+                "seconds": self.time_split(),
                 "trials": self.total_trials(),
                 "failed_runs": self.total_failed_runs(),
                 "builds_killed": self.total_builds_killed(),

@@ -111,6 +111,9 @@ pub struct SearchOutcome {
     /// Schedules the search proposed again after they were measured (the seeds), dropped.
     pub repeats_dropped: Trials,
     pub cost_model: CostModelReport,
+    /// Seconds of the re-measurement of the best records before write-back (their
+    /// builds included), after the search: not in `history`.
+    pub writeback_s: f64,
     pub wall_s: f64,
 }
 
@@ -164,6 +167,8 @@ struct TaskSearch<'a> {
     seed_modes: BTreeMap<ReplayMode, Trials>,
     exact_windows_s: Vec<f64>,
     exact_control: Option<ExactControl>,
+    /// Seconds of the write-back's re-measurement ([`TaskSearch::records`]).
+    writeback_s: f64,
     /// An RPC device that drops out mid-window leaves the window to the devices that
     /// remain: a failed window is measured again this many times.
     retries: u64,
@@ -199,6 +204,7 @@ impl<'a> TaskSearch<'a> {
             seed_modes: BTreeMap::new(),
             exact_windows_s: Vec::new(),
             exact_control: None,
+            writeback_s: 0.0,
             retries: u64::from(job.open.rpc.is_some()),
         })
     }
@@ -448,6 +454,7 @@ impl<'a> TaskSearch<'a> {
             .map(|&i| found[i].candidate)
             .filter(|c| !self.fresh.contains_key(c))
             .collect();
+        let started = Instant::now();
         if !new.is_empty() {
             let w = self.worker.tune_windows(
                 self.sid(),
@@ -489,6 +496,7 @@ impl<'a> TaskSearch<'a> {
             }
             remeasured[i] = self.fresh.get(&found[i].candidate).cloned();
         }
+        self.writeback_s += started.elapsed().as_secs_f64();
         let mut out: Vec<(bool, TuneRecord)> = found
             .into_iter()
             .zip(remeasured)
@@ -572,6 +580,7 @@ impl<'a> TaskSearch<'a> {
                 saved_samples: closed.saved_samples,
                 errors: closed.errors,
             },
+            writeback_s: self.writeback_s,
             wall_s: self.t0.elapsed().as_secs_f64(),
         })
     }
