@@ -493,8 +493,8 @@ fn a_run_budget_keeps_exact_hits_that_a_cold_run_would_not_search_longer() {
         &["--no-measure"],
     );
     save_cache(&dir, "first.sqlite");
-    // A cold run of N trials gives each task N times its part of the summed latencies (one
-    // occurrence each). The two tasks differ by an add, but 12 trials of search leave their
+    // A cold run of N trials (N holds a round for each task) gives each task one round and
+    // N - 2 rounds times its part of the summed latencies (one occurrence each). The two tasks differ by an add, but 12 trials of search leave their
     // bests apart by a random factor (1.1-3.4x seen, 75x under load): N is chosen from the
     // heavier task's part `f` (at least a half).
     let bests: Vec<f64> = first["tasks"]
@@ -523,9 +523,10 @@ fn a_run_budget_keeps_exact_hits_that_a_cold_run_would_not_search_longer() {
         )
     };
 
-    // The heavier task's cold share is 13 or 14 (14.4 / f rounded down puts it in
-    // (14.4 - f, 14.4]): more than its records' 12 trials, less than a round more.
-    let n = (14.4 / f).floor() as u64;
+    // The heavier task's cold share is 13 or 14 (a round, and 11.4 / f rounded down puts
+    // its part of the rest in (11.4 - f, 11.4]): more than its records' 12 trials, less
+    // than a round more.
+    let n = 2 * ROUND + (11.4 / f).floor() as u64;
     let run = budgeted("budget.json", n);
     let tasks = run["tasks"].as_array().expect("tasks");
     assert_eq!(tasks.len(), 2, "{run}");
@@ -563,11 +564,11 @@ fn a_run_budget_keeps_exact_hits_that_a_cold_run_would_not_search_longer() {
     }
 
     // A budget whose cold share for the heavier task is a round or more above its records'
-    // effort (16.5 / f rounded up gives a share of at least 16.5, so 17 or more): that
+    // effort (a round, and 13.6 / f rounded up gives at least 13.6 more, so 17 or more): that
     // task resumes its search from the hit. From the first run's cache: the second turns
     // above may have written records of more effort.
     restore_cache(&dir, "first.sqlite");
-    let n = (16.5 / f).ceil() as u64;
+    let n = 2 * ROUND + (13.6 / f).ceil() as u64;
     let more = budgeted("more.json", n);
     let t = task_named(&more, &name(heavier));
     assert!(budget(&t, "cold_share") >= EFFORT + ROUND + 2, "{t}");

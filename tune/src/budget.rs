@@ -26,6 +26,12 @@
 //! - a time budget converts into trials at the seconds per trial measured so far in the
 //!   run (before the first task: [`INITIAL_SECONDS_PER_TRIAL`]).
 //!
+//! - when the budget holds a search round for every task, each task's share starts from
+//!   one round ([`RunBudget::new`]'s floor) and the rest is shared by weight: a light
+//!   task's FLOPs predict little of its latency before it has a record (the classifier's
+//!   4-MFLOP matmul runs milliseconds on TVM's default schedule), and one round takes it
+//!   off that schedule.
+//!
 //! Tasks the budget no longer reaches are not tuned (they keep TVM's default schedules)
 //! and the report lists them. What the turns leave (the cap, hits, patience) goes, once
 //! every task had its turn, a round at a time to the tasks whose allocation cut their
@@ -63,6 +69,8 @@ pub struct Budget {
     seconds: Option<f64>,
     spent_trials: u64,
     spent_seconds: f64,
+    /// Trials every task gets before the rest is shared by weight (0: none).
+    floor: u64,
 }
 
 impl Budget {
@@ -72,7 +80,14 @@ impl Budget {
             seconds,
             spent_trials: 0,
             spent_seconds: 0.0,
+            floor: 0,
         }
+    }
+
+    /// The same budget with `floor` trials for every task before the rest is shared by
+    /// weight.
+    pub fn with_floor(self, floor: u64) -> Budget {
+        Budget { floor, ..self }
     }
 
     /// Whether the run has a budget at all (else every plan keeps its own trials).
@@ -114,14 +129,15 @@ impl Budget {
     /// by weight, every task a search. An exact hit whose record has that much search
     /// behind it is final. `None`: no limit.
     pub fn cold_shares(&self, all: &[Share]) -> Option<Vec<u64>> {
-        let total = self.total()? as f64;
+        let total = self.total()?;
+        let shared = total.saturating_sub(self.floor * all.len() as u64) as f64;
         let rate = median_rate(all.iter());
         let weights: Vec<f64> = all.iter().map(|s| weight(s, rate)).collect();
         let sum: f64 = weights.iter().sum();
         Some(
             weights
                 .iter()
-                .map(|&w| (total * fraction(w, sum, all.len())).round() as u64)
+                .map(|&w| self.floor + (shared * fraction(w, sum, all.len())).round() as u64)
                 .collect(),
         )
     }
@@ -131,8 +147,15 @@ impl Budget {
     pub fn allocate(&self, this: &Share, rest: &[Share]) -> Option<u64> {
         let left = self.remaining()?;
         let rate = median_rate(std::iter::once(this).chain(rest));
-        // Later exact hits are charged their seed; later searches share by weight.
-        let reserved: u64 = rest.iter().map(|s| s.exact_seeds).sum();
+        // Later exact hits are charged their seed, later searches their floor; this task
+        // gets its floor and shares the rest with the later searches by weight.
+        let reserved: u64 = rest
+            .iter()
+            .map(|s| match s.exact_seeds {
+                0 => self.floor,
+                seeds => seeds,
+            })
+            .sum();
         let pool = left.saturating_sub(reserved);
         let others: f64 = rest
             .iter()
@@ -141,7 +164,8 @@ impl Budget {
             .sum();
         let own = weight(this, rate);
         let share = fraction(own, own + others, 1 + rest.len());
-        let trials = (pool as f64 * share).round() as u64;
+        let floor = self.floor.min(pool);
+        let trials = floor + ((pool - floor) as f64 * share).round() as u64;
         // An exact hit needs its seed even when the others' weight leaves it nothing.
         Some(trials.max(this.exact_seeds).min(left))
     }
@@ -178,6 +202,14 @@ impl RunBudget {
         per_round: u64,
     ) -> Option<RunBudget> {
         let budget = Budget::new(trials, seconds);
+        // one search round for every task, when the budget holds that many
+        let rounds = per_round * shares.len() as u64;
+        let floor = if budget.total().is_some_and(|t| t >= rounds) {
+            per_round
+        } else {
+            0
+        };
+        let budget = budget.with_floor(floor);
         let cold = budget.cold_shares(&shares)?;
         // a later exact hit is charged its one trial when its record meets the bar, by the
         // plan's own rule
@@ -468,6 +500,45 @@ mod tests {
         assert_eq!(b.turn(1).allocated, 28);
         b.spend(28, 1.0);
         assert_eq!(b.turn(1).allocated, 0);
+    }
+
+    #[test]
+    fn a_budget_with_a_round_for_every_task_gives_each_one() {
+        // a 1 s task and a light one without a record: 4 MFLOP, 4 ms at the other's rate
+        let shares = vec![search(1, 1e9, Some(1.0)), search(1, 4e6, None)];
+        // 100 trials hold two rounds of 8: each task starts from one, the other 84 go by
+        // weight (the light task's 0.4 % of them rounds to nothing)
+        let mut b = RunBudget::new(Some(100), None, shares.clone(), 8).unwrap();
+        assert_eq!(
+            b.turn(0),
+            Turn {
+                allocated: 92,
+                cold_share: 92,
+                hit_effort: 85
+            }
+        );
+        b.spend(92, 60.0);
+        assert_eq!(
+            b.turn(1),
+            Turn {
+                allocated: 8,
+                cold_share: 8,
+                hit_effort: 1
+            }
+        );
+        // 12 trials do not: by weight alone the heavy task takes them all and the light
+        // one is not reached
+        let mut b = RunBudget::new(Some(12), None, shares, 8).unwrap();
+        assert_eq!(b.turn(0).allocated, 12);
+        b.spend(12, 10.0);
+        assert_eq!(b.turn(1).allocated, 0);
+        // a floor never hands out more than is left
+        let b = Budget::new(Some(5), None).with_floor(8);
+        assert_eq!(b.allocate(&search(1, 1e6, None), &[]), Some(5));
+        assert_eq!(
+            b.allocate(&search(1, 1e6, None), &[search(1, 1e6, None)]),
+            Some(0)
+        );
     }
 
     #[test]
