@@ -493,10 +493,11 @@ fn a_run_budget_keeps_exact_hits_that_a_cold_run_would_not_search_longer() {
         &["--no-measure"],
     );
     save_cache(&dir, "first.sqlite");
-    // A cold run of N trials (N holds a round for each task) gives each task one round and
-    // N - 2 rounds times its part of the summed latencies (one occurrence each). The two tasks differ by an add, but 12 trials of search leave their
-    // bests apart by a random factor (1.1-3.4x seen, 75x under load): N is chosen from the
-    // heavier task's part `f` (at least a half).
+    // A cold run of N trials (N holds a round for each task) gives each task one round, and
+    // of the N - 2 * ROUND trials left its part of the summed latencies (one occurrence
+    // each). The two tasks differ by an add, but 12 trials of search leave their bests apart
+    // by a random factor (1.1-3.4x seen, 75x under load): N is chosen from the heavier
+    // task's part `f` (at least a half).
     let bests: Vec<f64> = first["tasks"]
         .as_array()
         .expect("tasks")

@@ -24,8 +24,7 @@
 //!   ends sooner). Without the cap the last task takes whatever is left, however light
 //!   ([`capped`]);
 //! - a time budget converts into trials at the seconds per trial measured so far in the
-//!   run (before the first task: [`INITIAL_SECONDS_PER_TRIAL`]).
-//!
+//!   run (before the first task: [`INITIAL_SECONDS_PER_TRIAL`]);
 //! - when the budget holds a search round for every task, each task's share starts from
 //!   one round ([`RunBudget::new`]'s floor) and the rest is shared by weight: a light
 //!   task's FLOPs predict little of its latency before it has a record (the classifier's
@@ -125,9 +124,9 @@ impl Budget {
         self.remaining().map(|left| left + self.spent_trials)
     }
 
-    /// What a cold run would give each of `all` (in tuning order): the whole budget shared
-    /// by weight, every task a search. An exact hit whose record has that much search
-    /// behind it is final. `None`: no limit.
+    /// What a cold run would give each of `all` (in tuning order): the floor, and the rest
+    /// of the whole budget shared by weight, every task a search. An exact hit whose record
+    /// has that much search behind it is final. `None`: no limit.
     pub fn cold_shares(&self, all: &[Share]) -> Option<Vec<u64>> {
         let total = self.total()?;
         let shared = total.saturating_sub(self.floor * all.len() as u64) as f64;
