@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import sqlite3
+import sys
 import tempfile
 import unittest
+from unittest import mock
 from pathlib import Path
 
 import tvm
@@ -36,10 +39,22 @@ def conv_relu(c: int = 8, hw: int = 16):
     return bb.get()
 
 
+# tgc_worker, for the build processes too
+WORKER = str(support.ROOT / "tvm" / "python")
+if WORKER not in sys.path:
+    sys.path.insert(0, WORKER)
+os.environ["PYTHONPATH"] = os.pathsep.join([WORKER] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+
+
 def builder():
     """TVM's LocalBuilder with room for its first build, which imports TVM in a fresh process
-    (over the default 30 s on a loaded 2-core machine: every trial then fails)."""
-    return ms.builder.LocalBuilder(timeout_sec=300)
+    (over the default 30 s on a loaded 2-core machine: every trial then fails). It compiles
+    with tgc_worker's build function, MetaSchedule's `default_build` without its import of
+    TVM's tensor intrinsics, which LocalBuilder's fresh processes of every build round would
+    pay (about 40 s a round here); what is built, and every record, stays stock's."""
+    from tgc_worker import build_worker
+
+    return ms.builder.LocalBuilder(timeout_sec=300, f_build=build_worker.build)
 
 
 @derived_object
@@ -213,7 +228,11 @@ class TestMsDatabase(unittest.TestCase):
         work_dir = self.dir / "pipeline"
         pipeline = relax.get_pipeline("static_shape_tuning", target=self.target, total_trials=4,
                                       work_dir=str(work_dir))
-        with self.target, db:
+        # the pipeline's LocalBuilder keeps its 30 s timeout, which the tensor-intrinsics
+        # import of each fresh build process races (31 s here once: every trial failed);
+        # it builds as `builder()` does
+        local = builder()
+        with self.target, db, mock.patch.object(ms.Builder, "create", lambda *_, **__: local):
             out = pipeline(conv_relu(4))
         self.assertEqual(len(db), 4, "every trial committed into the Database")
         self.assertGreater(tgc.Cache(cache, create=False).stats()["records"], 0)
