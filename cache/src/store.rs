@@ -1,7 +1,7 @@
 //! The persistent store: opening a cache (a file, or a PostgreSQL server shared by many
 //! tuning machines), writing records, best-k pruning, statistics and garbage collection.
 //!
-//! A server cache gives the same guarantees through the same statements (see [`crate::db`]):
+//! A server cache gives the same guarantees through the same statements (see the `db` module):
 //! one writer at a time (a transaction-scoped advisory lock), readers on consistent
 //! snapshots, and a killed process leaves no partial transaction.
 //!
@@ -375,7 +375,7 @@ impl Cache {
 
     /// Stores measured records of a task on a target under a toolchain, in one transaction:
     /// registers the task (or fills in its workload), dedupes traces by digest, keeps the
-    /// newer measurement of a trace seen before (see [`Writer::record`]), and prunes the
+    /// newer measurement of a trace seen before (see `Writer::record`), and prunes the
     /// group to the best k.
     pub fn put(
         &mut self,

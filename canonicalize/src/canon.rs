@@ -18,7 +18,7 @@
 //! Ties left after refinement are values that refinement cannot tell apart. For the DAGs of
 //! fused tasks these are automorphic (e.g. the two operands of `add(%p, %q)` with equal
 //! types). Ties are split one at a time (individualization, then refinement again, see
-//! [`individualize`]), so that two tie classes that depend on each other are ordered
+//! `individualize`), so that two tie classes that depend on each other are ordered
 //! consistently. Refinement can in theory leave ties between non-automorphic values (regular
 //! graphs), where two isomorphic functions could then get different keys; a missed cache
 //! hit, never a wrong one.
@@ -216,7 +216,7 @@ fn refine(f: &Function, df: &Dataflow, mut colors: Vec<Color>) -> Vec<Color> {
 /// order of the bindings, their names, the order of parameters or of commutative operands,
 /// computed in linear time: one forward sweep folds each binding's ancestors into its
 /// colour (what it computes), one backward sweep its descendants (how it is used). Unlike
-/// the fixed point of [`refine`] it may leave ties between bindings that refinement would
+/// the fixed point of `refine` it may leave ties between bindings that refinement would
 /// split, but it costs two passes, not one pass per round, so it serves graphs of any size
 /// (the partition pass orders whole models with it).
 pub fn dataflow_colors(f: &Function) -> Vec<u64> {

@@ -13,8 +13,8 @@ pub struct CacheArgs {
     #[command(subcommand)]
     command: CacheCommand,
     /// The cache: a file, or a PostgreSQL server as postgres://USER@HOST:PORT/DB (password
-    /// from the URL, $PGPASSWORD or the password file) [default: $TGC_CACHE, else <user cache
-    /// dir>/tgc/cache.sqlite].
+    /// from the URL, $PGPASSWORD or the password file) [default: $TGC_CACHE, else
+    /// tgc/cache.sqlite in the user cache dir].
     #[arg(long, global = true, value_name = "PATH|URL")]
     cache: Option<PathBuf>,
 }

@@ -228,9 +228,9 @@ class TestMsDatabase(unittest.TestCase):
         work_dir = self.dir / "pipeline"
         pipeline = relax.get_pipeline("static_shape_tuning", target=self.target, total_trials=4,
                                       work_dir=str(work_dir))
-        # the pipeline's LocalBuilder keeps its 30 s timeout, which the tensor-intrinsics
-        # import of each fresh build process races (31 s here once: every trial failed);
-        # it builds as `builder()` does
+        # the pipeline's own LocalBuilder keeps the 30 s timeout, which the tensor-intrinsics
+        # import of each fresh build process races (its build round took 31 s in a passing
+        # run here; in another, every trial failed): it builds as `builder()` does
         local = builder()
         with self.target, db, mock.patch.object(ms.Builder, "create", lambda *_, **__: local):
             out = pipeline(conv_relu(4))

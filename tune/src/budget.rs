@@ -187,7 +187,7 @@ pub struct Turn {
     pub allocated: u64,
     /// What a cold run would give it.
     pub cold_share: u64,
-    /// The search effort an exact hit's record needs behind it to be final ([`hit_bar`]).
+    /// The search effort an exact hit's record needs behind it to be final (`hit_bar`).
     pub hit_effort: u64,
 }
 
@@ -225,7 +225,7 @@ impl RunBudget {
     }
 
     /// The `k`-th task's turn: its share of what is left ([`Budget::allocate`], at most
-    /// [`capped`]), its cold share and the effort that makes its exact hit final.
+    /// `capped`), its cold share and the effort that makes its exact hit final.
     pub fn turn(&self, k: usize) -> Turn {
         let cold_share = self.cold[k];
         let allocated = self

@@ -987,7 +987,7 @@ fn transfer_record(seed: &Seed) -> Value {
 }
 
 /// `bench`: an exported library's end-to-end latency, and with `untuned` an untuned build's
-/// of that model ([`UNTUNED_REPEATS`] runs at most), with `onnxruntime` onnxruntime's on that
+/// of that model (`UNTUNED_REPEATS` runs at most), with `onnxruntime` onnxruntime's on that
 /// ONNX file, on the inputs its sidecar names.
 pub fn bench(
     library: &Path,

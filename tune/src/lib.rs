@@ -34,7 +34,7 @@
 //!
 //! [`build`] shares the run's set-up and planning to compile a deployable model from the
 //! cache, with a zero-trial transfer for tasks never tuned (see that module's docs), and
-//! [`bench`] times the library it writes; [`plan_schedules`] is its record choice alone, for a
+//! [`bench()`] times the library it writes; [`plan_schedules`] is its record choice alone, for a
 //! front end that applies the records to the model itself.
 //!
 //! Front ends (the `tgc tune` command, the Python package) map their options onto

@@ -2,7 +2,7 @@
 //! exact hit holds ([`exact_hit_step`]), how many candidates the next search round measures
 //! or why the search stops ([`next_round`]), and what is re-measured before write-back
 //! ([`remeasure_choice`], [`writeback_extension`]), and how long a build may take
-//! ([`BuildGuard`]). [`crate::search`] carries them out through the worker, which measures
+//! ([`BuildGuard`]). The `search` module carries them out through the worker, which measures
 //! and decides nothing.
 //!
 //! The other rules of a run live with the data they read: the seed plan (which seeds, the

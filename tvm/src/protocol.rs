@@ -4,7 +4,7 @@
 //! `deny_unknown_fields` and without defaults, so a field the worker does not send, or one
 //! this client does not know, is an error naming the field instead of a silent 0 or "?".
 //! A field the worker may send as `null` is `Option<T>` that must still be present
-//! ([`nullable`]); a field the worker documents as sent only sometimes is `Option<T>` with
+//! (`nullable`); a field the worker documents as sent only sometimes is `Option<T>` with
 //! `#[serde(default)]`, and says so. Task JSON, targets and traces stay `serde_json::Value`:
 //! [`crate::task_json`] builds the first, TVM defines the other two.
 

@@ -21,7 +21,7 @@
 //!
 //! # Constants, initializers and folding
 //! Like onnx-simplifier and TVM's FoldConstant, an op whose operands are all known constants
-//! is evaluated at import time ([`eval`]) instead of being emitted, so exporter shape
+//! is evaluated at import time (the `eval` module) instead of being emitted, so exporter shape
 //! arithmetic (`Shape`, `Gather`, `Concat`, `Cast`, `Unsqueeze`, `Slice`, arithmetic,
 //! `ConstantOfShape`, `Range`, ...) disappears and a `Reshape` whose target is computed at run
 //! time still imports with a static shape. The policy, with its limits in [`ImportOptions`]:
@@ -40,7 +40,7 @@
 //!   cannot tell them apart); parameters after them are initializers.
 //!
 //! # Names
-//! IR value names are the ONNX names made legal for the text format ([`names`]): scopes `/`
+//! IR value names are the ONNX names made legal for the text format (the `names` module): scopes `/`
 //! become `.`, a trailing `:0` is dropped, other characters become `_`; temporaries of a node
 //! are named `<output>.<op>`. The function keeps names unique with numeric suffixes.
 //!

@@ -1,4 +1,4 @@
-//! The op registry. Every op is declared once, as data, in [`table`]: its Relax name,
+//! The op registry. Every op is declared once, as data, in the `table` module: its Relax name,
 //! arity, attribute schema with defaults, TVM op pattern, commutativity, and a shape/dtype
 //! inference function. Parser, verifier, builders, partitioning and canonicalization all read
 //! the same declaration.
