@@ -39,8 +39,8 @@ def conv_relu(c: int = 8, hw: int = 16):
     return bb.get()
 
 
-# tgc_worker, for the build processes too
-WORKER = str(support.ROOT / "tvm" / "python")
+# the package's tgc_worker (the one tgc.ms imports), for the build processes too
+WORKER = os.fspath(tgc._native.worker_dir())
 if WORKER not in sys.path:
     sys.path.insert(0, WORKER)
 os.environ["PYTHONPATH"] = os.pathsep.join([WORKER] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
