@@ -5,7 +5,11 @@
 //! Debian's llvm-19-tools, or the directory named by `$LLVM_TOOLS_DIR`). Each RUN line runs
 //! under `bash -o pipefail` and must succeed.
 //!
-//! Every input outside `lit/errors/` must also round-trip: `tgc opt FILE` with an empty
+//! `%mlir-opt` is LLVM 22's `mlir-opt` (Debian's mlir-22-tools, or `$MLIR_TOOLS_DIR`). The
+//! `*.mlir` files under `lit/mlir/` (inputs of the MLIR frontend) run when tgc is built with
+//! the `mlir` feature.
+//!
+//! Every text-IR input outside `lit/errors/` must also round-trip: `tgc opt FILE` with an empty
 //! pipeline prints exactly the file minus its `//` comment lines. Files under `lit/errors/`
 //! are malformed on purpose and check the diagnostics instead.
 
@@ -90,6 +94,7 @@ fn run_file(path: &Path, contents: String) -> datatest_stable::Result<()> {
     );
     for line in &lines {
         let cmd = line
+            .replace("%mlir-opt", &mlir_opt())
             .replace("%tgc", tgc)
             .replace("%t", &tmp)
             .replace("%s", &file);
@@ -109,7 +114,8 @@ fn run_file(path: &Path, contents: String) -> datatest_stable::Result<()> {
         }
     }
     let is_error_case = abs.components().any(|c| c.as_os_str() == "errors");
-    if !is_error_case {
+    let is_tgc_text = file.ends_with(".tgc");
+    if is_tgc_text && !is_error_case {
         let out = Command::new(tgc).args(["opt", &file]).output()?;
         let printed = String::from_utf8_lossy(&out.stdout);
         let expected = expected_roundtrip(&contents);
@@ -125,6 +131,21 @@ fn run_file(path: &Path, contents: String) -> datatest_stable::Result<()> {
     Ok(())
 }
 
+/// LLVM 22's `mlir-opt` (what the `mlir` feature builds against; Debian's mlir-22-tools), or
+/// `$MLIR_TOOLS_DIR/mlir-opt`.
+fn mlir_opt() -> String {
+    let dir = std::env::var("MLIR_TOOLS_DIR").unwrap_or_else(|_| "/usr/lib/llvm-22/bin".into());
+    format!("{dir}/mlir-opt")
+}
+
+#[cfg(not(feature = "mlir"))]
 datatest_stable::harness! {
     { test = run_file, root = "../lit", pattern = r"\.tgc$" },
+}
+
+// The MLIR frontend's files (`lit/mlir/*.mlir`) need the feature.
+#[cfg(feature = "mlir")]
+datatest_stable::harness! {
+    { test = run_file, root = "../lit", pattern = r"\.tgc$" },
+    { test = run_file, root = "../lit/mlir", pattern = r"\.mlir$" },
 }

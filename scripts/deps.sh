@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what tgc's tests need beyond the Rust toolchain and python3, idempotently:
-# LLVM's FileCheck and not (Debian package llvm-19-tools) for the lit tests, and a TrueType
-# font (fonts-dejavu-core) that `tgc similarity --plot` lays its text out with, and PostgreSQL
-# (server programs) for the shared-cache tests.
+# LLVM's FileCheck and not (Debian package llvm-19-tools) for the lit tests, a TrueType
+# font (fonts-dejavu-core) that `tgc similarity --plot` lays its text out with, PostgreSQL
+# (server programs) for the shared-cache tests, and LLVM/MLIR 22 (libraries, headers, tools
+# and the C libraries its static libraries link) for the `mlir` feature, which melior binds.
 set -euo pipefail
 
 have_filecheck() {
@@ -55,4 +56,26 @@ if ! have_postgres || { [ "$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; }; 
     $SUDO apt-get update -qq >/dev/null
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq postgresql >/dev/null
     have_postgres || { echo "deps: postgresql installed but initdb not found" >&2; exit 1; }
+fi
+
+# LLVM/MLIR 22 for the `mlir` feature (melior 0.27 binds MLIR 22's C API; .cargo/config.toml
+# points mlir-sys and tblgen at /usr/lib/llvm-22): MLIR's libraries and headers, mlir-opt
+# (the tests check that what `--emit mlir` writes parses), LLVM's headers and libclang for
+# the bindings' generator, Polly and the compression/XML/Z3 libraries LLVM's static libraries
+# link against.
+MLIR_PACKAGES=(libmlir-22-dev mlir-22-tools llvm-22-dev libclang-22-dev libpolly-22-dev
+               libzstd-dev libz3-dev libxml2-dev zlib1g-dev)
+have_mlir() {
+    [ -n "${MLIR_SYS_220_PREFIX:-}" ] && [ -f "$MLIR_SYS_220_PREFIX/include/mlir-c/IR.h" ] && return 0
+    [ -f /usr/lib/llvm-22/include/mlir-c/IR.h ] && [ -x /usr/lib/llvm-22/bin/mlir-opt ] \
+        && [ -f /usr/lib/llvm-22/lib/libPolly.a ] && dpkg -s libzstd-dev libz3-dev >/dev/null 2>&1
+}
+
+if ! have_mlir; then
+    echo "deps: installing LLVM/MLIR 22 (${MLIR_PACKAGES[*]}) ..." >&2
+    SUDO=""
+    if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+    $SUDO apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${MLIR_PACKAGES[@]}" >/dev/null
+    have_mlir || { echo "deps: LLVM/MLIR 22 installed but mlir-c/IR.h or mlir-opt not found" >&2; exit 1; }
 fi

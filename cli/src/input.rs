@@ -46,11 +46,20 @@ pub fn write_output(out: Option<&Path>, text: &str) -> Result<()> {
     }
 }
 
-/// Loads a model: ONNX when the path ends in `.onnx`, text IR when it is a file (or `-`,
-/// stdin), else the zoo model of that name (`tgc zoo --list`).
+/// Loads a model: ONNX when the path ends in `.onnx`, MLIR (StableHLO) when it ends in
+/// `.mlir`, text IR when it is a file (or `-`, stdin), else the zoo model of that name
+/// (`tgc zoo --list`).
 pub fn load_model(path: &str, shapes: &[(String, Vec<i64>)]) -> Result<Module> {
     if path.ends_with(".onnx") {
         return Ok(tgc_ir::onnx::import_file(Path::new(path), shapes)?);
+    }
+    if path.ends_with(".mlir") {
+        if !shapes.is_empty() {
+            anyhow::bail!(
+                "{path}: --shape applies to ONNX models only (MLIR modules have static shapes)"
+            );
+        }
+        return load_mlir(path);
     }
     if path != "-" && !Path::new(path).exists() {
         if let Some(model) = tgc_zoo::lookup(path) {
@@ -69,6 +78,18 @@ pub fn load_model(path: &str, shapes: &[(String, Vec<i64>)]) -> Result<Module> {
         anyhow::bail!("{path}: --shape applies to ONNX models only");
     }
     read_module(path)
+}
+
+#[cfg(feature = "mlir")]
+fn load_mlir(path: &str) -> Result<Module> {
+    Ok(tgc_ir::mlir::import_file(Path::new(path))?)
+}
+
+#[cfg(not(feature = "mlir"))]
+fn load_mlir(path: &str) -> Result<Module> {
+    anyhow::bail!(
+        "{path}: this tgc was built without MLIR support (build with `--features mlir`, which needs LLVM/MLIR 22: scripts/deps.sh)"
+    )
 }
 
 /// The layout a model's convolutions run in (`--layout`).

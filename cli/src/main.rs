@@ -35,7 +35,7 @@ enum Command {
     Opt(opt::OptArgs),
     /// List the registered passes with their options.
     Passes,
-    /// Import an ONNX model into text IR.
+    /// Import an ONNX model (or an MLIR module, StableHLO) into text IR.
     Import(import::ImportArgs),
     /// Partition a model into tuning tasks and list each distinct task with its keys.
     Tasks(tasks::TasksArgs),

@@ -9,7 +9,7 @@ use tgc_passes::{Instrumentation, PassManager, PrintIrAfter};
 
 #[derive(Args)]
 pub struct OptArgs {
-    /// Input module: text IR, or `-` for stdin.
+    /// Input module: text IR, or `-` for stdin; a model (`.onnx`, `.mlir`) is imported first.
     input: String,
     /// The pass pipeline, e.g. 'dce,cse' (empty: parse, verify and print).
     #[arg(long, default_value = "")]
@@ -29,6 +29,18 @@ pub struct OptArgs {
     /// Run only the first N passes of the pipeline (to bisect a problem).
     #[arg(long, value_name = "N")]
     opt_bisect_limit: Option<usize>,
+    /// Output format: tgc's text IR, or MLIR (`func.func` per function, tgc's ops as
+    /// generic `tgc.*` operations, the passes' results as attributes; `mlir-opt
+    /// --allow-unregistered-dialect` reads it).
+    #[arg(long, value_enum, default_value_t = Emit::Tgc)]
+    emit: Emit,
+}
+
+/// What `tgc opt` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Emit {
+    Tgc,
+    Mlir,
 }
 
 pub fn run(args: OptArgs) -> Result<()> {
@@ -52,14 +64,22 @@ pub fn run(args: OptArgs) -> Result<()> {
         bisect_limit: args.opt_bisect_limit,
     });
     tgc_pipelines::build_pipeline(&args.passes, &mut pm).map_err(|e| anyhow!("--passes: {e}"))?;
-    let mut module = read_module(&args.input)?;
+    let mut module = if args.input.ends_with(".onnx") || args.input.ends_with(".mlir") {
+        crate::input::load_model(&args.input, &[])?
+    } else {
+        read_module(&args.input)?
+    };
     let runs = pm
         .run(&mut module, &mut std::io::stderr().lock())
         .map_err(|e| anyhow!("{}: {e}", display_name(&args.input)))?;
     if args.timing {
         eprint!("{}", format_timings(&runs));
     }
-    write_output(args.output.as_deref(), &tgc_ir::text::print_module(&module))
+    let text = match args.emit {
+        Emit::Tgc => tgc_ir::text::print_module(&module),
+        Emit::Mlir => tgc_ir::text::print_module_mlir(&module),
+    };
+    write_output(args.output.as_deref(), &text)
 }
 
 fn display_name(input: &str) -> &str {

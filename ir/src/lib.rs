@@ -10,6 +10,8 @@ pub mod builder;
 pub mod dtype;
 pub mod error;
 pub mod lowering;
+#[cfg(feature = "mlir")]
+pub mod mlir;
 pub mod module;
 #[cfg(feature = "onnx")]
 pub mod onnx;

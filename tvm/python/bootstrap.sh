@@ -23,6 +23,10 @@ PINS=(
   xgboost psutil cloudpickle tornado onnx numpy
   # the external anchor of every latency figure: `tgc bench --onnxruntime`
   onnxruntime
+  # the real exporters of the MLIR frontend's tests: StableHLO from JAX and Keras 3
+  # (scripts/export_stablehlo.py), TOSA from torch-mlir's ONNX importer and its TOSA
+  # lowering (scripts/export_tosa.py)
+  "jax[cpu]==0.10.2" "keras==3.15.1" "torch-mlir==20261001"
 )
 STAMP="$VENV/.tgc-bootstrap-stamp"
 WANT="tgc-bootstrap/1 ${PINS[*]}"
@@ -70,9 +74,10 @@ echo "bootstrap.sh: installing ${PINS[*]} (log: $LOG)" >&2
 "$PY" -m pip install --disable-pip-version-check "${PINS[@]}" >>"$LOG" 2>&1 \
   || die "pip install into $VENV failed (log: $LOG)"
 
-"$PY" - "$TVM_VERSION" "$TVM_FFI_VERSION" >>"$LOG" 2>&1 <<'PYEOF' || die "import check failed: tvm/tvm_ffi/onnx/onnxruntime missing or wrong version (log: $LOG)"
-import sys
-import onnx, onnxruntime, tvm, tvm_ffi
+"$PY" - "$TVM_VERSION" "$TVM_FFI_VERSION" >>"$LOG" 2>&1 <<'PYEOF' || die "import check failed: tvm/tvm_ffi/onnx/onnxruntime/jax/keras/torch_mlir missing or wrong version (log: $LOG)"
+import os, sys
+os.environ["KERAS_BACKEND"] = "jax"
+import jax, keras, onnx, onnxruntime, torch_mlir, tvm, tvm_ffi
 want_tvm, want_ffi = sys.argv[1], sys.argv[2]
 print("tvm", tvm.__version__, "tvm_ffi", tvm_ffi.__version__, "onnx", onnx.__version__,
       "onnxruntime", onnxruntime.__version__)

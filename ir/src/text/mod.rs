@@ -49,8 +49,11 @@
 //! [`DType::short_name`]: crate::DType::short_name
 
 mod lexer;
+mod mlir_out;
 mod parser;
 mod printer;
+
+pub use mlir_out::{print_module_mlir, DIALECT as MLIR_DIALECT};
 
 use crate::module::{Function, Module};
 use std::fmt;
