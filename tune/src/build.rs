@@ -29,7 +29,7 @@
 use crate::config::{CostModel, SearchSettings, TuneConfig};
 use crate::error::TuneError;
 use crate::observer::Observer;
-use crate::rules::SearchLimits;
+use crate::rules::{SearchLimits, WritebackScope};
 use crate::run::{CacheUse, PreparedTask, Run};
 use crate::search::{search, SearchJob, SearchOutcome};
 use serde_json::{json, Value};
@@ -938,6 +938,7 @@ fn measure_candidates(
         },
         exact: None,
         seeds_only: true,
+        writeback: WritebackScope::Best,
     };
     let settings = SearchSettings {
         remeasure_top: 1,

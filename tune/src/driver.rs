@@ -12,7 +12,7 @@ use crate::config::TuneConfig;
 use crate::error::TuneError;
 use crate::observer::Observer;
 use crate::report::{best_of, PlanSource, Report, TaskBudget, TaskReport, UntunedTask};
-use crate::rules::{SearchLimits, StopReason};
+use crate::rules::{SearchLimits, StopReason, WritebackScope};
 use crate::run::{CacheUse, PreparedTask, Run};
 use crate::search::{search, SearchJob, SearchOutcome};
 use serde_json::Value;
@@ -127,7 +127,14 @@ fn tune_tasks(
             continue;
         }
         let policy = replan.then(|| task_policy(run.policy(), turn));
-        let (mut report, best, effort) = tune_task(run, task, module, policy.as_ref(), observer)?;
+        let (mut report, best, effort) = tune_task(
+            run,
+            task,
+            module,
+            policy.as_ref(),
+            WritebackScope::Best,
+            observer,
+        )?;
         report.budget = turn.map(|t| TaskBudget {
             allocated: t.allocated,
             cold_share: t.cold_share,
@@ -154,7 +161,9 @@ fn tune_tasks(
 /// that moment ([`RunBudget::second_turn`]): its search resumes from its record for one
 /// round. Searches that patience or the space ended get none; a task whose round did not
 /// improve its best by more than the seed tolerance, or ended before its trials, gets no
-/// other.
+/// other. A turn re-measures and writes back only what it found beyond its seeds
+/// ([`WritebackScope::BeyondSeeds`]): its improvement is a new schedule's, never a seed's
+/// lucky window.
 fn second_turns(
     run: &mut Run<'_>,
     module: &mut Module,
@@ -193,7 +202,14 @@ fn second_turns(
             hit_effort: 0,
             ..run.policy()
         };
-        let (later, best, later_effort) = tune_task(run, task, module, Some(&policy), observer)?;
+        let (later, best, later_effort) = tune_task(
+            run,
+            task,
+            module,
+            Some(&policy),
+            WritebackScope::BeyondSeeds,
+            observer,
+        )?;
         budget.spend(later.trials, later.wall_s);
         let before = tuned.reports[i].best_s;
         observer.second_turn_finished(&later, best_of(before, later.best_s));
@@ -231,13 +247,14 @@ fn task_policy(run_policy: SeedPolicy, turn: Option<Turn>) -> SeedPolicy {
 }
 
 /// One task: lower and re-plan it (with `policy`; `None`: its plan as written), execute the
-/// plan, write its records back. Returns its report, its best trace and the search effort
-/// its records were written with.
+/// plan, write back its records (those `writeback` re-measures). Returns its report, its
+/// best trace and the search effort its records were written with.
 fn tune_task(
     run: &mut Run<'_>,
     task: &Task,
     module: &mut Module,
     policy: Option<&SeedPolicy>,
+    writeback: WritebackScope,
     observer: &mut dyn Observer,
 ) -> Result<(TaskReport, Option<Value>, u64), TuneError> {
     let PreparedTask {
@@ -250,7 +267,7 @@ fn tune_task(
     observer.task_started(&task.name, &plan);
     let seed_source = seeds.first().map_or(Value::Null, |(_, s)| s.clone());
     let seeds = seeds.into_iter().map(|(seed, _)| seed).collect();
-    let job = search_job(run, &task.name, task_json, &plan, seeds);
+    let job = search_job(run, &task.name, task_json, &plan, seeds, writeback);
     let config = run.config;
     let result = search(&mut run.worker, &job, &config.search, &mut run.builds)?;
     warn_of_failures(&task.name, &result, observer);
@@ -290,6 +307,7 @@ fn search_job(
     task: Value,
     plan: &SeedPlan,
     seeds: Vec<Seed>,
+    writeback: WritebackScope,
 ) -> SearchJob {
     let per_round = run.config.trials_per_round.max(1) as Trials;
     let max_trials = plan.trials.max(1) as Trials;
@@ -305,6 +323,7 @@ fn search_job(
         },
         exact: plan.cached_latency_s.map(|c| (c, plan.control_latency_s)),
         seeds_only: false,
+        writeback,
     }
 }
 

@@ -72,6 +72,10 @@ pub struct SecondTurns {
     pub turns: u64,
     pub trials: Trials,
     pub wall_s: f64,
+    /// Records of new schedules the turns re-measured and wrote back (the seeds are not:
+    /// `rules::WritebackScope::BeyondSeeds`), and the seconds that took.
+    pub remeasured: usize,
+    pub writeback_s: f64,
     /// The task's best after its first turn.
     pub best_before_s: Option<f64>,
 }
@@ -129,12 +133,16 @@ impl TaskReport {
             turns: 0,
             trials: 0,
             wall_s: 0.0,
+            remeasured: 0,
+            writeback_s: 0.0,
             best_before_s: self.best_s,
         });
         self.second_turns = Some(SecondTurns {
             turns: before.turns + 1,
             trials: before.trials + later.trials,
             wall_s: before.wall_s + later.wall_s,
+            remeasured: before.remeasured + later.remeasured,
+            writeback_s: before.writeback_s + later.writeback_s,
             ..before
         });
         for mut round in later.history {

@@ -261,17 +261,58 @@ pub fn largest_round(per_round: u64) -> u64 {
 
 // ---- write-back ---------------------------------------------------------------------------
 
-/// Which of the search's best records are re-measured before write-back: the first `top`
-/// (a search's single measurement is the minimum of noisy draws, biased low, and would
-/// become the bar a later exact hit misses). After an exact hit only those already
-/// measured in windows (the hit): nothing new was found, and the other records are the
-/// cache's own. `fresh[i]`: record i has windows.
-pub fn remeasure_choice(fresh: &[bool], top: usize, exact_hit: bool) -> Vec<usize> {
-    fresh
+/// What a task's write-back re-measures, besides an exact hit's own windows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WritebackScope {
+    /// The session's best records, seeds included: what a task's turn writes back.
+    Best,
+    /// Only schedules the session found whose trial beat the best seed's trial: a second
+    /// turn's ([`crate::budget::RunBudget::second_turn`]). Its seeds are the task's stored
+    /// records, measured in windows when they were written back, and re-measuring them
+    /// says nothing about the turn: a window of a seed that comes out fast is this VM's
+    /// noise, not progress (it would count as an improvement and earn the task another
+    /// turn). A schedule whose trial did not beat the seeds' trial in the same session
+    /// (both single measurements, biased alike) is not expected to beat them in windows. A
+    /// turn that found none writes nothing back and does not improve the task's best.
+    BeyondSeeds,
+}
+
+/// One of a session's best records, as the write-back sees it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Found {
+    /// Measured in windows already (the exact-hit check).
+    pub fresh: bool,
+    /// One of the session's seeds.
+    pub seed: bool,
+    /// The search's measurement of it (its trial).
+    pub trial_s: f64,
+}
+
+/// Which of the search's best records (`found`, best first) are re-measured before
+/// write-back: the first `top` of those in `scope` (a search's single measurement is the
+/// minimum of noisy draws, biased low, and would become the bar a later exact hit misses).
+/// After an exact hit only those already measured in windows (the hit): nothing new was
+/// found, and the other records are the cache's own.
+pub fn remeasure_choice(
+    found: &[Found],
+    top: usize,
+    exact_hit: bool,
+    scope: WritebackScope,
+) -> Vec<usize> {
+    let seeds_best = found
+        .iter()
+        .filter(|f| f.seed)
+        .map(|f| f.trial_s)
+        .fold(f64::INFINITY, f64::min);
+    found
         .iter()
         .enumerate()
+        .filter(|(_, f)| match scope {
+            WritebackScope::Best => true,
+            WritebackScope::BeyondSeeds => !f.seed && f.trial_s < seeds_best,
+        })
         .take(top)
-        .filter(|&(_, &f)| !exact_hit || f)
+        .filter(|(_, f)| !exact_hit || f.fresh)
         .map(|(i, _)| i)
         .collect()
 }
@@ -637,12 +678,40 @@ mod tests {
     #[test]
     fn what_is_remeasured_before_write_back() {
         // the best three records; after an exact hit only those measured in windows
-        assert_eq!(remeasure_choice(&[false; 5], 3, false), [0, 1, 2]);
-        assert_eq!(remeasure_choice(&[false, true, false], 3, true), [1]);
+        use WritebackScope::{Best, BeyondSeeds};
+        let f = |fresh: bool, seed: bool, trial_s: f64| Found {
+            fresh,
+            seed,
+            trial_s,
+        };
+        let none = Vec::<usize>::new();
         assert_eq!(
-            remeasure_choice(&[true, false], 0, false),
-            Vec::<usize>::new()
+            remeasure_choice(&[f(false, false, 1.0); 5], 3, false, Best),
+            [0, 1, 2]
         );
+        let hit = [
+            f(false, false, 1.0),
+            f(true, true, 1.1),
+            f(false, false, 1.2),
+        ];
+        assert_eq!(remeasure_choice(&hit, 3, true, Best), [1]);
+        let two = [f(true, false, 1.0), f(false, false, 1.1)];
+        assert_eq!(remeasure_choice(&two, 0, false, Best), none);
+        // a second turn: only what it found, and only what beat the best seed's trial
+        let turn = [
+            f(false, false, 0.8),
+            f(false, true, 0.9),
+            f(false, false, 0.95),
+            f(false, true, 1.0),
+            f(false, false, 1.3),
+        ];
+        assert_eq!(remeasure_choice(&turn, 3, false, Best), [0, 1, 2]);
+        assert_eq!(remeasure_choice(&turn, 3, false, BeyondSeeds), [0]);
+        // nothing beat the seeds: nothing is re-measured
+        assert_eq!(remeasure_choice(&turn[1..], 3, false, BeyondSeeds), none);
+        // no seed among the best (failed, or behind all of them): the best found
+        let fresh_run = [f(false, false, 1.0), f(false, false, 2.0)];
+        assert_eq!(remeasure_choice(&fresh_run, 1, false, BeyondSeeds), [0]);
         // the best gets windows up to three in all; when they move it behind the second,
         // the second follows; after an exact hit nothing is extended
         let one = |s: f64| Some(vec![s; 3]);

@@ -7,7 +7,8 @@
 
 use crate::config::SearchSettings;
 use crate::rules::{
-    self, BuildGuard, ExactControl, HitCheck, HitStep, SearchLimits, SearchProgress, StopReason,
+    self, BuildGuard, ExactControl, Found, HitCheck, HitStep, SearchLimits, SearchProgress,
+    StopReason, WritebackScope,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -96,7 +97,7 @@ pub struct SearchOutcome {
     pub seeds_failed: Trials,
     pub seed_modes: BTreeMap<ReplayMode, Trials>,
     pub trials: Trials,
-    /// The first record's median.
+    /// The first record's median, when it was re-measured (nothing else is written back).
     pub best_s: Option<f64>,
     pub stopped: StopReason,
     pub history: Vec<TuneRound>,
@@ -127,6 +128,8 @@ pub struct SearchJob {
     pub exact: Option<(f64, Option<f64>)>,
     /// Measure the seeds only: no search after them (a build's measured transfer).
     pub seeds_only: bool,
+    /// What the write-back re-measures ([`rules::remeasure_choice`]).
+    pub writeback: WritebackScope,
 }
 
 /// Runs a task's search (see the module docs), its builds under the run's `guard`.
@@ -444,11 +447,16 @@ impl<'a> TaskSearch<'a> {
             .worker
             .tune_records(self.sid(), self.settings.top_k, self.task.as_deref())?
             .records;
-        let has_fresh: Vec<bool> = found
+        let seen: Vec<Found> = found
             .iter()
-            .map(|r| self.fresh.contains_key(&r.candidate))
+            .map(|r| Found {
+                fresh: self.fresh.contains_key(&r.candidate),
+                seed: self.seed_ids.contains(&r.candidate),
+                trial_s: rules::latency(&r.run_secs),
+            })
             .collect();
-        let chosen = rules::remeasure_choice(&has_fresh, self.settings.remeasure_top, hit);
+        let chosen =
+            rules::remeasure_choice(&seen, self.settings.remeasure_top, hit, self.job.writeback);
         let new: Vec<CandidateId> = chosen
             .iter()
             .map(|&i| found[i].candidate)
@@ -496,7 +504,9 @@ impl<'a> TaskSearch<'a> {
             }
             remeasured[i] = self.fresh.get(&found[i].candidate).cloned();
         }
-        self.writeback_s += started.elapsed().as_secs_f64();
+        if !chosen.is_empty() {
+            self.writeback_s += started.elapsed().as_secs_f64();
+        }
         let mut out: Vec<(bool, TuneRecord)> = found
             .into_iter()
             .zip(remeasured)
@@ -549,6 +559,7 @@ impl<'a> TaskSearch<'a> {
         Ok(SearchOutcome {
             best_s: records
                 .first()
+                .filter(|r| r.remeasured)
                 .map(|r| r.median_s)
                 .filter(|m| m.is_finite()),
             records,
