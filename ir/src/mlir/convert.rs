@@ -1186,7 +1186,7 @@ fn dense_ints(a: Attribute, name: &str) -> PResult<Vec<i64>> {
         .collect()
 }
 
-fn i64_array(op: &OperationRef, name: &str) -> PResult<Vec<i64>> {
+pub(super) fn i64_array(op: &OperationRef, name: &str) -> PResult<Vec<i64>> {
     let a = op
         .inherent_attribute(name)
         .map_err(|_| Problem::msg(format!("has no attribute '{name}'")))?;

@@ -48,6 +48,7 @@ mod tosa;
 
 use crate::attr::Attr;
 use crate::module::Module;
+use crate::onnx::one_line;
 use melior::dialect::DialectHandle;
 use melior::ir::block::BlockLike;
 use melior::ir::operation::OperationLike;
@@ -277,24 +278,6 @@ pub(crate) fn string_attr(op: &OperationRef, name: &str) -> PResult<String> {
         Some(s) => Ok(s.to_string()),
         None => bail!("attribute '{name}' is not a string: {text}"),
     }
-}
-
-/// One line, at most 200 characters, control characters escaped.
-pub(crate) fn one_line(s: &str) -> String {
-    const MAX_CHARS: usize = 200;
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i == MAX_CHARS {
-            out.push_str("...");
-            break;
-        }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// The first region's first block of `op`, if any.

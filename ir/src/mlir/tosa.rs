@@ -11,13 +11,11 @@
 //! `divide(1, x)`, `tosa.slice` `strided_slice`, `tosa.pad` `nn.pad`; zero points must be 0
 //! (float models).
 
-use super::convert::{attrs, result_type, Const, Cx, Val};
+use super::convert::{attrs, i64_array, result_type, Const, Cx, Val};
 use super::{bail, PResult, Problem};
 use crate::attr::{Attr, Attrs};
 use crate::ty::TensorType;
-use melior::ir::attribute::{
-    DenseElementsAttribute, DenseI32ArrayAttribute, DenseI64ArrayAttribute,
-};
+use melior::ir::attribute::{DenseElementsAttribute, DenseI32ArrayAttribute};
 use melior::ir::operation::OperationLike;
 use melior::ir::OperationRef;
 use std::rc::Rc;
@@ -266,17 +264,6 @@ fn const_shape(op: &OperationRef) -> PResult<Val> {
         })
         .collect::<PResult<Vec<_>>>()?;
     Ok(Val::Shape(v))
-}
-
-fn i64_array(op: &OperationRef, name: &str) -> PResult<Vec<i64>> {
-    let a = op
-        .inherent_attribute(name)
-        .map_err(|_| Problem::msg(format!("has no attribute '{name}'")))?;
-    let arr = DenseI64ArrayAttribute::try_from(a)
-        .map_err(|_| Problem::msg(format!("attribute '{name}' = {a} is not array<i64>")))?;
-    (0..arr.len())
-        .map(|i| arr.element(i).map_err(|e| Problem::msg(e.to_string())))
-        .collect()
 }
 
 fn i32_array(op: &OperationRef, name: &str) -> PResult<Vec<i64>> {

@@ -64,6 +64,8 @@ mod order;
 mod tensor;
 
 pub use convert::supported_ops;
+#[cfg(feature = "mlir")]
+pub(crate) use error::one_line;
 pub use error::ImportError;
 pub use export::{export_model, export_module, exportable_ops, ExportError, EXPORT_OPSET};
 
