@@ -189,6 +189,11 @@ fn resnet50_agrees_with_tvm() {
 }
 
 #[test]
+fn resnet101_agrees_with_tvm() {
+    check("keras-resnet101.onnx");
+}
+
+#[test]
 fn mobilenetv2_agrees_with_tvm() {
     check("keras-mobilenetv2.onnx");
 }
@@ -243,6 +248,7 @@ fn live_tvm_agrees() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     for model in [
         "keras-resnet50.onnx",
+        "keras-resnet101.onnx",
         "keras-mobilenetv2.onnx",
         "keras-densenet121.onnx",
         "keras-inceptionv3.onnx",
@@ -386,6 +392,18 @@ fn exact_keys_imply_tvm_hashes_resnet50() {
     );
 }
 
+/// ResNet-101 has ResNet-50's tasks (`models/README.md`), the same split included.
+#[test]
+fn exact_keys_imply_tvm_hashes_resnet101() {
+    assert_eq!(
+        hash_splits("keras-resnet101.onnx"),
+        vec![(
+            "fused_conv2d3_add_relu2".to_string(),
+            "fused_conv2d3_add_relu21".to_string()
+        )]
+    );
+}
+
 #[test]
 fn exact_keys_imply_tvm_hashes_mobilenetv2() {
     assert_eq!(hash_splits("keras-mobilenetv2.onnx"), vec![]);
@@ -412,6 +430,7 @@ fn our_lowering_hashes_like_tvms_tasks() {
     let mut all = Vec::new();
     for model in [
         "keras-resnet50.onnx",
+        "keras-resnet101.onnx",
         "keras-mobilenetv2.onnx",
         "keras-densenet121.onnx",
         "keras-inceptionv3.onnx",

@@ -24,6 +24,7 @@ mkdir -p "$OUT"
 # model  input-shape  tasks-per-models/README.md
 MODELS=(
   "keras-resnet50    1x224x224x3  32"
+  "keras-resnet101   1x224x224x3  32"
   "keras-mobilenetv2 1x224x224x3  38"
   "keras-densenet121 1x224x224x3  192"
   "keras-inceptionv3 1x299x299x3  64"
