@@ -177,7 +177,9 @@ def table(summaries, args) -> str:
     threads = summaries[0]["threads"]
     rows = [f"{args.trials} trials per arm and model (tgc in {args.pieces} runs of "
             f"{args.trials // args.pieces}), rounds of {args.per_round}, population "
-            f"{args.population}; every latency on {threads} runtime threads.", "",
+            f"{args.population}; every latency on {threads} runtime threads"
+            + ("; tgc's convolutions in NHWC (`--layout nhwc`), stock's as TVM's importer "
+               "gives them." if args.layout == "nhwc" else "."), "",
             "| model | arm | tuning s | trials | s/trial | latency ms | / onnxruntime | "
             "reaches stock's latency at | stock time / that |",
             "|---|---|---|---|---|---|---|---|---|"]
@@ -237,10 +239,19 @@ def main() -> int:
             cache = out / f"{stem}_cache.sqlite"
             if not (args.reuse and cache.exists()):
                 shutil.copy(out / "a_cache_final.sqlite", cache)
+                # the warm-started cost model lives beside the cache; a user's cache has it
+                models = out / "a_cache_final.sqlite.cost-models"
+                if models.is_dir():
+                    shutil.copytree(models, cache.with_name(cache.name + ".cost-models"),
+                                    dirs_exist_ok=True)
         start = start_latency(model, cache if k > 0 else None, out, stem, args)
         pieces, builds = tgc_arm(model, cache, out, stem, args)
         if k == 0 and not (args.reuse and (out / "a_cache_final.sqlite").exists()):
             shutil.copy(a_cache, out / "a_cache_final.sqlite")
+            models = out / "a_cache.sqlite.cost-models"
+            if models.is_dir():
+                shutil.copytree(models, out / "a_cache_final.sqlite.cost-models",
+                                dirs_exist_ok=True)
         stock = None if args.no_stock else stock_arm(model, pieces[0]["target"], out, stem, args)
         summaries.append(summarize(model, start, pieces, builds, stock))
     (out / "bench.json").write_text(json.dumps({"schema": "tgc.bench-whole/1",
