@@ -51,6 +51,9 @@ def turn(t, key):
     # a task's trials or seconds at its turn, before the second turns the budget left
     return t[key] - ((t.get("second_turns") or {}).get(key) or 0)
 
+def tasks(n):
+    return f"{n} task" + ("" if n == 1 else "s")
+
 # the same task in both models is the same TVM workload
 spent = {t["workload_hash"]: t for t in first["tasks"]}
 hits = [t for t in second["tasks"] if t["stopped"] == "exact_hit" and t["workload_hash"] in spent]
@@ -62,8 +65,8 @@ print(f"{names[0]}: {len(first['tasks'])} tasks tuned in {first['totals']['tunin
       f"({first['totals']['trials']} trials)")
 print(f"{names[1]}: {len(hits)} of its tasks were exact hits in {after:.0f} s, where searching them "
       f"took {names[0]}'s run {before:.0f} s: {before - after:.0f} s saved ({before / max(after, 1e-9):.1f}x "
-      f"less); then {len(searched)} tasks searched and {sum(t['second_turns']['trials'] for t in again)} "
-      f"trials of what the budget left to the {len(again)} tasks with the largest expected gain "
+      f"less); then {tasks(len(searched))} searched and {sum(t['second_turns']['trials'] for t in again)} "
+      f"trials of what the budget left to the {tasks(len(again))} with the largest expected gain "
       f"({second['totals']['tuning_wall_s']:.0f} s, {second['totals']['trials']} trials in all)")
 EOF
 echo "reports: $work/first.json $work/first-build.json $work/second.json $work/second-build.json"
