@@ -42,6 +42,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.dont_write_bytecode = True
 import stock_tvm  # noqa: E402  (no TVM import at module level)
+from bench_tune import snapshot  # noqa: E402  (a cache and its cost models, consistently)
 
 
 def run_json(cmd, report, reuse):
@@ -238,20 +239,12 @@ def main() -> int:
         if k > 0:
             cache = out / f"{stem}_cache.sqlite"
             if not (args.reuse and cache.exists()):
-                shutil.copy(out / "a_cache_final.sqlite", cache)
-                # the warm-started cost model lives beside the cache; a user's cache has it
-                models = out / "a_cache_final.sqlite.cost-models"
-                if models.is_dir():
-                    shutil.copytree(models, cache.with_name(cache.name + ".cost-models"),
-                                    dirs_exist_ok=True)
+                # with the warm-started cost model beside it, as a user's cache has it
+                snapshot(out / "a_cache_final.sqlite", cache)
         start = start_latency(model, cache if k > 0 else None, out, stem, args)
         pieces, builds = tgc_arm(model, cache, out, stem, args)
         if k == 0 and not (args.reuse and (out / "a_cache_final.sqlite").exists()):
-            shutil.copy(a_cache, out / "a_cache_final.sqlite")
-            models = out / "a_cache.sqlite.cost-models"
-            if models.is_dir():
-                shutil.copytree(models, out / "a_cache_final.sqlite.cost-models",
-                                dirs_exist_ok=True)
+            snapshot(a_cache, out / "a_cache_final.sqlite")
         stock = None if args.no_stock else stock_arm(model, pieces[0]["target"], out, stem, args)
         summaries.append(summarize(model, start, pieces, builds, stock))
     (out / "bench.json").write_text(json.dumps({"schema": "tgc.bench-whole/1",

@@ -10,6 +10,7 @@
 #   bash scripts/whole_report.sh              # writes the table between the markers
 #   TRIALS=64 PIECES=2 bash scripts/whole_report.sh   # a shorter run
 #   SEEDED="models/keras-resnet101.onnx OTHER.onnx" bash scripts/whole_report.sh
+#   LAYOUT=model bash scripts/whole_report.sh   # tgc in the ONNX file's own layout (NCHW)
 #
 # TGC=path/to/tgc skips the release build; TGC_PYTHON picks the TVM venv's python (else
 # tvm/python/bootstrap.sh creates it). Work files go to ${WHOLE_DIR:-target/whole-report};
