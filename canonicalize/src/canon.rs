@@ -26,7 +26,7 @@
 use crate::level::{encode_attrs, encode_type, Level};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use tgc_ir::lowering::constants_in_tir;
+use tgc_ir::lowering::{constants_in_tir, layout_free};
 use tgc_ir::{Callee, Function, ValueId};
 
 type Color = u64;
@@ -92,11 +92,15 @@ pub struct CanonicalOrder {
 fn initial_colors(f: &Function, level: Level) -> Vec<Color> {
     let mut colors = vec![0u64; f.num_values()];
     let in_tir = constants_in_tir(f);
+    let layout_free = layout_free_params(f, level);
     let mut buf = Vec::new();
-    for p in &f.params {
+    for (i, p) in f.params.iter().enumerate() {
         buf.clear();
         buf.extend_from_slice(b"param");
         encode_type(f.ty(*p), level, &mut buf);
+        if layout_free.contains(&i) {
+            buf.extend_from_slice(b"layout_free");
+        }
         colors[p.index()] = hash_bytes(&buf);
     }
     for (b, &in_tir) in f.bindings.iter().zip(&in_tir) {
@@ -346,6 +350,16 @@ pub fn canonical_order(f: &Function, level: Level) -> CanonicalOrder {
 }
 
 /// The canonical byte encoding of `f` at `level`.
+/// The parameters whose layout the task's schedule chooses (`tgc.layout_free`): part of the
+/// exact and structural encodings (another TVM workload), not of the family's ops.
+fn layout_free_params(f: &Function, level: Level) -> Vec<usize> {
+    if level == Level::Family {
+        Vec::new()
+    } else {
+        layout_free(f)
+    }
+}
+
 pub fn encode(f: &Function, level: Level) -> Vec<u8> {
     let order = canonical_order(f, level);
     let in_tir = constants_in_tir(f);
@@ -384,6 +398,17 @@ pub fn encode(f: &Function, level: Level) -> Vec<u8> {
     out.extend_from_slice(&(f.results.len() as u32).to_le_bytes());
     for r in &f.results {
         out.extend_from_slice(&number.get(r).copied().unwrap_or(u32::MAX).to_le_bytes());
+    }
+    // Only a task with layout-free parameters gets these bytes: every other key is unchanged.
+    let layout_free = layout_free_params(f, level);
+    if !layout_free.is_empty() {
+        out.extend_from_slice(b"layout_free");
+        out.extend_from_slice(&(layout_free.len() as u32).to_le_bytes());
+        let mut positions: Vec<u32> = layout_free.iter().map(|&i| number[&f.params[i]]).collect();
+        positions.sort_unstable();
+        for p in positions {
+            out.extend_from_slice(&p.to_le_bytes());
+        }
     }
     out
 }

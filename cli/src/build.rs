@@ -55,13 +55,19 @@ pub struct BuildArgs {
     /// HWIO kernels (much faster schedules on CPUs; the kernel inputs become HWIO).
     #[arg(long, value_enum, default_value_t = Layout::Model)]
     layout: Layout,
+    /// Let the schedules of the convolutions and matmuls choose their weights' layout: weights
+    /// that are model inputs are packed once, by the library's `main_transform_params`, instead
+    /// of read in the model's layout on every run (MetaSchedule's layout-free buffers; pays
+    /// where the weights exceed the last-level cache). Such tasks are cached apart.
+    #[arg(long)]
+    pack_weights: bool,
     /// Where the worker log and MetaSchedule's logs go (default: a temp dir).
     #[arg(long)]
     work_dir: Option<PathBuf>,
 }
 
 pub fn run(args: BuildArgs) -> Result<()> {
-    let module = load_model_in(&args.model, &args.shapes, args.layout)?;
+    let module = load_model_in(&args.model, &args.shapes, args.layout, args.pack_weights)?;
     let onnxruntime = match args.onnxruntime {
         true => Some(onnx_file(&args.model)?),
         false => None,
@@ -83,7 +89,11 @@ pub fn run(args: BuildArgs) -> Result<()> {
     println!("call it with stock TVM:");
     print!(
         "{}",
-        tgc_tune::calling_convention(&report.artifact, &report.target)
+        tgc_tune::calling_convention(
+            &report.artifact,
+            &report.target,
+            report.built.inputs.iter().any(|i| i.packed)
+        )
     );
     if let Some(path) = &args.report {
         write_output(
@@ -296,7 +306,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     let untuned = args
         .untuned
         .as_deref()
-        .map(|m| load_model_in(m, &args.shapes, args.layout))
+        .map(|m| load_model_in(m, &args.shapes, args.layout, false))
         .transpose()?;
     let onnxruntime = args.onnxruntime.as_deref().map(onnx_file).transpose()?;
     let r = tgc_tune::bench(

@@ -104,16 +104,29 @@ pub enum Layout {
     Nhwc,
 }
 
-/// [`load_model`], then the model in `layout`.
-pub fn load_model_in(path: &str, shapes: &[(String, Vec<i64>)], layout: Layout) -> Result<Module> {
+/// [`load_model`], then the model in `layout`, its contractions' weights marked for packing
+/// with `pack_weights` (the `pack-weights` pass).
+pub fn load_model_in(
+    path: &str,
+    shapes: &[(String, Vec<i64>)],
+    layout: Layout,
+    pack_weights: bool,
+) -> Result<Module> {
+    use tgc_passes::Pass;
     let mut module = load_model(path, shapes)?;
+    let mut passes: Vec<Box<dyn Pass>> = Vec::new();
     if layout == Layout::Nhwc {
-        use tgc_passes::Pass;
-        tgc_passes::convert_layout::ConvertLayout
-            .run(&mut module)
-            .map_err(|e| anyhow::anyhow!("{path}: convert-layout: {}", e.0))?;
+        passes.push(Box::new(tgc_passes::convert_layout::ConvertLayout));
+    }
+    if pack_weights {
+        passes.push(Box::new(tgc_passes::pack_weights::PackWeights));
+    }
+    for pass in passes {
+        let name = pass.info().name;
+        pass.run(&mut module)
+            .map_err(|e| anyhow::anyhow!("{path}: {name}: {}", e.0))?;
         tgc_ir::verify_module(&module)
-            .map_err(|e| anyhow::anyhow!("{path}: convert-layout gave an invalid module: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("{path}: {name} gave an invalid module: {e}"))?;
     }
     Ok(module)
 }

@@ -21,6 +21,12 @@ pub struct TasksArgs {
     /// The layout the convolutions run in, as `tgc tune --layout` tunes them.
     #[arg(long, value_enum, default_value_t = Layout::Model)]
     layout: Layout,
+    /// Let the schedules of the convolutions and matmuls choose their weights' layout: weights
+    /// that are model inputs are packed once, by the library's `main_transform_params`, instead
+    /// of read in the model's layout on every run (MetaSchedule's layout-free buffers; pays
+    /// where the weights exceed the last-level cache). Such tasks are cached apart.
+    #[arg(long)]
+    pack_weights: bool,
     /// Most nodes in one fused group (TVM's kMaxFusedOps).
     #[arg(long, default_value_t = 256)]
     max_depth: usize,
@@ -37,7 +43,7 @@ fn short_type(t: &TensorType) -> String {
 }
 
 pub fn run(args: TasksArgs) -> Result<()> {
-    let mut module = load_model_in(&args.model, &args.shapes, args.layout)?;
+    let mut module = load_model_in(&args.model, &args.shapes, args.layout, args.pack_weights)?;
     let mut pm = PassManager::new(Instrumentation::default());
     // extract_tasks computes the keys itself: running canonicalize too would key every task twice.
     tgc_pipelines::build_pipeline(

@@ -56,6 +56,12 @@ pub struct TuneArgs {
     /// HWIO kernels (much faster schedules on CPUs; the kernel inputs become HWIO).
     #[arg(long, value_enum, default_value_t = Layout::Model)]
     layout: Layout,
+    /// Let the schedules of the convolutions and matmuls choose their weights' layout: weights
+    /// that are model inputs are packed once, by the library's `main_transform_params`, instead
+    /// of read in the model's layout on every run (MetaSchedule's layout-free buffers; pays
+    /// where the weights exceed the last-level cache). Such tasks are cached apart.
+    #[arg(long)]
+    pack_weights: bool,
     /// Most seeds measured first per task.
     #[arg(long, default_value_t = SeedPolicy::DEFAULT.max_seeds)]
     max_seeds: usize,
@@ -143,7 +149,7 @@ impl TuneArgs {
 
 pub fn run(args: TuneArgs) -> Result<()> {
     let config = args.options().config(&args.model).map_err(|e| anyhow!(e))?;
-    let module = load_model_in(&args.model, &args.shapes, args.layout)?;
+    let module = load_model_in(&args.model, &args.shapes, args.layout, args.pack_weights)?;
     let mut progress = Progress::new();
     let report = tgc_tune::tune(module, &config, &mut progress).map_err(|e| {
         progress.clear();

@@ -90,7 +90,8 @@ fn build(dir: &Path, model: &str, out: &str, extra: &[&str]) -> Value {
 /// Loads both libraries with stock TVM only, runs them on the same random inputs (the
 /// sidecar's shapes) and returns the largest difference over the output's scale. An input
 /// of `b` that its sidecar marks as a permutation of the model's (`--layout nhwc`) gets
-/// `a`'s array transposed so.
+/// `a`'s array transposed so; inputs marked packed (`--pack-weights`) go through the
+/// library's `main_transform_params` first.
 fn stock_tvm_difference(a: &Path, b: &Path) -> f64 {
     let python = tgc_tvm::find_python().expect("the TVM venv");
     let script = r#"
@@ -110,7 +111,11 @@ for path in (a, b):
              for x, i in zip(arrays, inputs)]
     assert [list(x.shape) for x in given] == [i["shape"] for i in inputs], path
     vm = relax.VirtualMachine(tvm.runtime.load_module(path), tvm.cpu())
-    outs.append(vm["main"](*[tvm.runtime.tensor(x, tvm.cpu()) for x in given]).numpy())
+    args = [tvm.runtime.tensor(x, tvm.cpu()) for x in given]
+    if any(i.get("packed") for i in inputs):  # --pack-weights: packed once, then main
+        packed = vm["main_transform_params"]([x for x, i in zip(args, inputs) if i.get("packed")])
+        args = [x for x, i in zip(args, inputs) if not i.get("packed")] + list(packed)
+    outs.append(vm["main"](*args).numpy())
 assert list(outs[0].shape) == spec["outputs"][0]["shape"], (outs[0].shape, spec["outputs"])
 scale = float(np.max(np.abs(outs[1])))
 print(float(np.max(np.abs(outs[0] - outs[1]))) / scale)
@@ -739,6 +744,73 @@ fn a_model_in_nhwc_computes_what_the_model_computes() {
     assert!(d < 1e-5, "the NHWC model computes what the model does: {d}");
     let ort = &report["bench"]["onnxruntime"]["latency_ms"]["median"];
     assert!(ort.as_f64().unwrap() > 0.0, "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--pack-weights`: the tasks' weights are layout-free, so their records are cached apart
+/// from the same tasks' without packing (another TVM workload), the model built from them
+/// takes its weights through `main_transform_params` (in other layouts than the model's)
+/// and computes, in stock TVM, what TVM's default schedules compute; its output check and
+/// timing run.
+#[test]
+fn packed_weights_are_tuned_cached_and_built_apart() {
+    let dir = fresh_dir("tgc-packed");
+    let m = dir.join("m.tgc");
+    std::fs::write(&m, model(10)).expect("model");
+    let cache = dir.join("cache.sqlite");
+    let tuned = ok(&[
+        "tune",
+        s(&m),
+        "--pack-weights",
+        "--cache",
+        s(&cache),
+        "--trials-per-task",
+        "4",
+        "--trials-per-round",
+        "4",
+        "--population",
+        "32",
+        "--no-measure",
+        "--report",
+        s(&dir.join("tune.json")),
+        "--work-dir",
+        s(&dir.join("tune")),
+    ]);
+    assert!(tuned.status.success());
+    let report = build(
+        &dir,
+        s(&m),
+        "p.so",
+        &["--pack-weights", "--cache", s(&cache), "--check", "--bench"],
+    );
+    for t in tasks_of(&report) {
+        assert_eq!(t["tier"], "exact", "{report}");
+    }
+    assert_eq!(report["end_to_end"]["outputs_match"], true, "{report}");
+    let side = read_json(&dir.join("p.so.json"));
+    let packed: Vec<bool> = side["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["packed"] == true)
+        .collect();
+    assert_eq!(packed, [false, true, true], "{side}");
+    // Without packing the same tasks are other workloads: no exact record for them.
+    let plain = build(
+        &dir,
+        s(&m),
+        "u.so",
+        &["--cache", s(&cache), "--cache-read-only"],
+    );
+    for t in tasks_of(&plain) {
+        assert_ne!(t["tier"], "exact", "{plain}");
+    }
+    build(&dir, s(&m), "d.so", &["--no-cache"]);
+    let d = stock_tvm_difference(&dir.join("d.so"), &dir.join("p.so"));
+    assert!(
+        d < 1e-4,
+        "the packed model computes what the model does: {d}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

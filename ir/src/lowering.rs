@@ -62,6 +62,30 @@ pub fn constants_in_tir(f: &Function) -> Vec<bool> {
     in_tir
 }
 
+/// The task function attribute listing (by index) the parameters whose layout the task's
+/// schedule chooses: weights packed once, before the runs (the `pack-weights` pass; the
+/// worker gives the task's PrimFunc `layout_free_buffers` from it, which MetaSchedule's
+/// RewriteLayout reads). Part of the keys: such a task is another TVM workload.
+pub const LAYOUT_FREE_ATTR: &str = "tgc.layout_free";
+
+/// The indices [`LAYOUT_FREE_ATTR`] lists on `f`, sorted and distinct (empty without it).
+pub fn layout_free(f: &Function) -> Vec<usize> {
+    let mut out: Vec<usize> = match f.attrs.get(LAYOUT_FREE_ATTR) {
+        Some(crate::Attr::List(l)) => l
+            .iter()
+            .filter_map(|a| match a {
+                crate::Attr::Int(i) => usize::try_from(*i).ok(),
+                _ => None,
+            })
+            .filter(|&i| i < f.params.len())
+            .collect(),
+        _ => Vec::new(),
+    };
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

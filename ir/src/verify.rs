@@ -107,6 +107,12 @@ pub enum Problem {
     },
     #[error("the callee's signature is malformed: value #{0} is out of range")]
     MalformedCallee(u32),
+    #[error("attribute `{attr}` must list distinct parameter indices below {params}, got {got}")]
+    LayoutFree {
+        attr: &'static str,
+        params: usize,
+        got: String,
+    },
     #[error("recursive call: {}", call_chain(.cycle))]
     Recursion { cycle: Vec<String> },
 }
@@ -211,6 +217,46 @@ impl<'a> FunctionVerifier<'a> {
 
     fn run(mut self) -> Result<(), VerifyError> {
         let f = self.f;
+        if let Some(a) = f.attrs.get(crate::lowering::LAYOUT_FREE_ATTR) {
+            let ok = match a {
+                crate::Attr::List(l) => {
+                    let idx: Vec<Option<usize>> = l
+                        .iter()
+                        .map(|x| match x {
+                            crate::Attr::Int(i) => {
+                                usize::try_from(*i).ok().filter(|&i| i < f.params.len())
+                            }
+                            _ => None,
+                        })
+                        .collect();
+                    let mut seen = std::collections::HashSet::new();
+                    idx.iter().all(|i| i.is_some_and(|i| seen.insert(i)))
+                }
+                _ => false,
+            };
+            if !ok {
+                return Err(self.error(
+                    None,
+                    Problem::LayoutFree {
+                        attr: crate::lowering::LAYOUT_FREE_ATTR,
+                        params: f.params.len(),
+                        got: match a {
+                            crate::Attr::List(l) => format!(
+                                "[{}]",
+                                l.iter()
+                                    .map(|x| match x {
+                                        crate::Attr::Int(i) => i.to_string(),
+                                        other => format!("{other:?}"),
+                                    })
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                            other => format!("{other:?}"),
+                        },
+                    },
+                ));
+            }
+        }
         for &p in &f.params {
             self.define(p, None)?;
             let ty = f.ty(p);

@@ -11,6 +11,7 @@ pub mod convert_layout;
 pub mod cse;
 pub mod dce;
 pub mod manager;
+pub mod pack_weights;
 pub mod partition;
 pub mod pass;
 pub mod seed_schedules;

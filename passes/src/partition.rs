@@ -710,6 +710,9 @@ fn outline(
         used_outside[r.index()] = true;
     }
 
+    // The parameters `pack-weights` listed: a task parameter one of them feeds is layout-free.
+    let packed = crate::pack_weights::packed_params(f);
+    let is_packed = |v: &ValueId| f.params.contains(v) && packed.contains(f.name_of(*v));
     let mut namer = Namer::default();
     let mut outlined = Vec::with_capacity(members.len());
     let mut calls: Vec<Binding> = Vec::with_capacity(members.len());
@@ -720,6 +723,7 @@ fn outline(
         let mut map: HashMap<ValueId, ValueId> = HashMap::new();
         let mut args: SmallVec<[ValueId; 4]> = SmallVec::new();
         let mut outputs: SmallVec<[ValueId; 1]> = SmallVec::new();
+        let mut layout_free: Vec<Attr> = Vec::new();
         for &bi in bindings {
             let b = &f.bindings[bi];
             let mut operands: SmallVec<[ValueId; 4]> = SmallVec::new();
@@ -742,6 +746,9 @@ fn outline(
                         nv
                     }
                     _ => {
+                        if is_packed(v) {
+                            layout_free.push(Attr::Int(args.len() as i64));
+                        }
                         args.push(*v);
                         g.add_param(Some(f.name_of(*v)), f.ty(*v).clone())
                     }
@@ -764,6 +771,12 @@ fn outline(
                 operands,
                 attrs: b.attrs.clone(),
             });
+        }
+        if !layout_free.is_empty() {
+            g.attrs.insert(
+                tgc_ir::lowering::LAYOUT_FREE_ATTR.into(),
+                Attr::List(layout_free),
+            );
         }
         g.results = outputs.iter().map(|o| map[o]).collect();
         calls.push(Binding {

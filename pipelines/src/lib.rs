@@ -18,6 +18,7 @@ pub static PASSES: &[&PassInfo] = &[
     &tgc_passes::convert_layout::INFO,
     &tgc_passes::cse::INFO,
     &tgc_passes::dce::INFO,
+    &tgc_passes::pack_weights::INFO,
     &tgc_passes::partition::INFO,
     &tgc_passes::seed_schedules::INFO,
 ];

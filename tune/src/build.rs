@@ -420,20 +420,31 @@ fn sidecar_json(
     }))
 }
 
-/// The calling convention of a built library, as five lines of Python with stock TVM.
-pub fn calling_convention(library: &Path, target: &Value) -> String {
+/// The calling convention of a built library, as a few lines of Python with stock TVM. With
+/// `packed` weights (`--pack-weights`), `main_transform_params` packs them once and `main`
+/// takes the other inputs, then them.
+pub fn calling_convention(library: &Path, target: &Value, packed: bool) -> String {
     let device = match target["kind"].as_str() {
         Some("cuda") => "tvm.cuda()",
         _ => "tvm.cpu()",
     };
     let lib = library.display();
-    format!(
+    let head = format!(
         "import json, numpy as np, tvm\n\
          from tvm import relax\n\
          vm = relax.VirtualMachine(tvm.runtime.load_module(\"{lib}\"), {device})\n\
-         inputs = [tvm.runtime.tensor(np.zeros(i[\"shape\"], i[\"dtype\"]), {device}) for i in json.load(open(\"{lib}.json\"))[\"inputs\"]]\n\
-         out = vm[\"main\"](*inputs)  # the model's inputs, weights included, in the sidecar's order\n"
-    )
+         spec = json.load(open(\"{lib}.json\"))[\"inputs\"]\n\
+         inputs = [tvm.runtime.tensor(np.zeros(i[\"shape\"], i[\"dtype\"]), {device}) for i in spec]\n"
+    );
+    if packed {
+        format!(
+            "{head}\
+             packed = vm[\"main_transform_params\"]([x for x, i in zip(inputs, spec) if i.get(\"packed\")])  # once per set of weights\n\
+             out = vm[\"main\"](*[x for x, i in zip(inputs, spec) if not i.get(\"packed\")], *packed)\n"
+        )
+    } else {
+        format!("{head}out = vm[\"main\"](*inputs)  # the model's inputs, weights included, in the sidecar's order\n")
+    }
 }
 
 /// What [`build`] and [`plan_schedules`] share: the run, and each task's records chosen.
@@ -1108,13 +1119,20 @@ mod tests {
     }
 
     #[test]
-    fn the_calling_convention_is_five_lines_of_stock_tvm() {
-        let text = calling_convention(Path::new("/o/m.so"), &json!({"kind": "llvm"}));
-        assert_eq!(text.lines().count(), 5, "{text}");
+    fn the_calling_convention_is_a_few_lines_of_stock_tvm() {
+        let text = calling_convention(Path::new("/o/m.so"), &json!({"kind": "llvm"}), false);
+        assert_eq!(text.lines().count(), 6, "{text}");
         assert!(text.contains("tvm.runtime.load_module(\"/o/m.so\")"));
         assert!(text.contains("relax.VirtualMachine("));
         assert!(text.contains("vm[\"main\"](*inputs)"));
         assert!(!text.contains("tgc"), "no tgc code in the loading: {text}");
+        let packed = calling_convention(Path::new("/o/m.so"), &json!({"kind": "llvm"}), true);
+        assert_eq!(packed.lines().count(), 7, "{packed}");
+        assert!(packed.contains("vm[\"main_transform_params\"]("));
+        assert!(
+            !packed.contains("tgc"),
+            "no tgc code in the loading: {packed}"
+        );
     }
 
     #[test]

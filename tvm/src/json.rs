@@ -82,7 +82,13 @@ pub fn task_json(f: &Function) -> Result<Value, String> {
                 .ok_or_else(|| format!("task @{}: result is not defined", f.name))
         })
         .collect::<Result<_, _>>()?;
-    Ok(json!({ "name": f.name, "params": params, "bindings": bindings, "results": results }))
+    let mut task =
+        json!({ "name": f.name, "params": params, "bindings": bindings, "results": results });
+    let layout_free = tgc_ir::lowering::layout_free(f);
+    if !layout_free.is_empty() {
+        task["layout_free"] = json!(layout_free);
+    }
+    Ok(task)
 }
 
 /// Where the worker reads the op schema, relative to this crate.
@@ -258,6 +264,18 @@ mod tests {
         assert_eq!(t["bindings"][1]["attrs"], json!({}));
         assert_eq!(t["bindings"][1]["operands"], json!([2]));
         assert_eq!(t["results"], json!([3]));
+    }
+
+    #[test]
+    fn task_json_lists_layout_free_params_only_when_there_are_some() {
+        let m = parse_module(SRC, "t").unwrap();
+        let mut f = m.function("fused_conv2d_relu").unwrap().clone();
+        assert!(task_json(&f).unwrap().get("layout_free").is_none());
+        f.attrs.insert(
+            tgc_ir::lowering::LAYOUT_FREE_ATTR.into(),
+            Attr::List(vec![Attr::Int(1)]),
+        );
+        assert_eq!(task_json(&f).unwrap()["layout_free"], json!([1]));
     }
 
     #[test]

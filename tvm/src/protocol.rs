@@ -27,7 +27,7 @@ use std::path::PathBuf;
 /// never measures a schedule of the session again, and counts the ones it dropped. 14: a
 /// float attribute spells infinity and NaN as strings, and `clip` with `tensor_bounds`
 /// lowers to TVM's ONNX Clip workload (bounds as rank-0 parameters).
-pub const PROTOCOL: u64 = 14;
+pub const PROTOCOL: u64 = 15;
 
 /// Trials: measured candidates. One type for every count of them.
 pub type Trials = u64;
@@ -763,6 +763,11 @@ pub struct ModelInput {
     /// own layout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permutation: Option<Vec<usize>>,
+    /// The library takes this weight packed: through `main_transform_params` (with the other
+    /// packed weights, in input order), whose outputs follow the inputs not packed in `main`'s
+    /// arguments (`tgc build --pack-weights`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub packed: bool,
 }
 
 // ---- bench --------------------------------------------------------------------------------

@@ -52,6 +52,25 @@ print(json.dumps({"shape": list(outs[0].shape),
                   "rel": float(np.max(np.abs(outs[0] - outs[1])) / np.max(np.abs(outs[1])))}))
 """
 
+# Loads a library with packed weights and one without, stock TVM only: the packed one's
+# main_transform_params packs the weights once, its main takes the data input and them.
+STOCK_PACKED = r"""
+import json, sys
+import numpy as np
+import tvm
+from tvm import relax
+packed_lib, plain_lib, inputs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+rng = np.random.default_rng(0)
+dev = tvm.cpu()
+x, w1, w2 = [tvm.runtime.tensor(rng.uniform(-1, 1, size=i["shape"]).astype(i["dtype"]), dev) for i in inputs]
+vm = relax.VirtualMachine(tvm.runtime.load_module(packed_lib), dev)
+packed = vm["main_transform_params"]([w1, w2])
+shapes = [list(packed[k].shape) for k in range(len(packed))]
+a = vm["main"](x, *[packed[k] for k in range(len(packed))]).numpy()
+b = relax.VirtualMachine(tvm.runtime.load_module(plain_lib), dev)["main"](x, w1, w2).numpy()
+print(json.dumps({"packed_shapes": shapes, "rel": float(np.max(np.abs(a - b)) / np.max(np.abs(b)))}))
+"""
+
 
 def write_onnx(path: str, hw: int = HW) -> None:
     """MODULE as an ONNX file."""
@@ -150,6 +169,52 @@ class TestArtifact(unittest.TestCase):
                                       "repeat": 1, "number": 1, "seed": 0, "untuned": MODULE})
             self.assertEqual(bad["error"]["kind"], "bad_params", bad)
             self.assertIn("untuned_repeat", bad["error"]["message"])
+
+    def test_packed_weights_are_packed_once_by_main_transform_params(self):
+        w = shared_worker()
+        relu_p, res_p = dict(RELU, layout_free=[1]), dict(RES, layout_free=[1])
+        plain, packed = (w.call("lower", {"task": t, "target": LLVM}) for t in (RELU, relu_p))
+        # a layout-free weight is another workload (records of one do not serve the other)
+        self.assertNotEqual(plain["structural_hash"], packed["structural_hash"])
+        self.assertIn("layout_free_buffers", packed["workload_json"])
+        self.assertNotIn("layout_free_buffers", plain["workload_json"])
+        bad = w.request("lower", {"task": dict(RELU, layout_free=[2]), "target": LLVM})
+        self.assertEqual(bad["error"]["kind"], "bad_task", bad)
+        self.assertIn("layout_free: [2] is not a list of distinct param indices below 2", bad["error"]["message"])
+        # MetaSchedule's RewriteLayout packs the weight in every sampled schedule
+        traces = {t["name"]: w.call("sample", {"task": t, "target": LLVM, "count": 1, "seed": 1})["traces"][0]
+                  for t in (relu_p, res_p)}
+        for tr in traces.values():
+            self.assertIn("meta_schedule.layout_rewrite_preproc", json.dumps(tr))
+        module = dict(MODULE, tasks=[relu_p, res_p])
+        with tempfile.TemporaryDirectory(prefix="tgc-packed-") as d:
+            lib, plain_lib = os.path.join(d, "packed.so"), os.path.join(d, "plain.so")
+            r = w.call("build_and_measure", {"module": module, "records": {k: [v] for k, v in traces.items()},
+                                             "target": LLVM, "repeat": 2, "number": 1, "seed": 0, "export": lib})
+            self.assertTrue(r["outputs_match"], r)
+            self.assertEqual(set(r["applied"].values()), {"exact"}, r)
+            self.assertEqual([i.get("packed", False) for i in r["inputs"]], [False, True, True])
+            w.call("build", {"module": MODULE, "records": {}, "target": LLVM, "export": plain_lib})
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+            out = subprocess.run(
+                [sys.executable, "-c", STOCK_PACKED, lib, plain_lib, json.dumps(r["inputs"])],
+                capture_output=True, text=True, env=env, cwd=d, check=False,
+            )
+            self.assertEqual(out.returncode, 0, out.stderr)
+            got = json.loads(out.stdout)
+            self.assertLess(got["rel"], 1e-4, got)
+            # packed: each weight in another shape than the model's [C, C, 3, 3]
+            self.assertEqual(len(got["packed_shapes"]), 2, got)
+            self.assertNotIn([C, C, 3, 3], got["packed_shapes"], got)
+            # `bench` packs the weights once and times main; the untuned build takes them as they are
+            b = w.call("bench", {"library": lib, "inputs": r["inputs"], "target": LLVM, "repeat": 2,
+                                 "number": 1, "seed": 0, "untuned": module, "untuned_repeat": 2})
+            self.assertGreater(b["latency_ms"]["min"], 0)
+            self.assertGreater(b["untuned_latency_ms"]["min"], 0)
+            bad = w.request("bench", {"library": lib, "inputs": [dict(i, packed="yes") for i in r["inputs"]],
+                                      "target": LLVM, "repeat": 1, "number": 1, "seed": 0})
+            self.assertEqual(bad["error"]["kind"], "bad_params", bad)
+            self.assertIn("inputs[0]: packed must be true or false", bad["error"]["message"])
 
     def test_bad_export_and_bench_params_are_one_line_errors(self):
         w = shared_worker()

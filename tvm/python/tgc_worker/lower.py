@@ -41,6 +41,22 @@ def _single_call_patterns(mod: tvm.IRModule) -> dict:
     return out
 
 
+# A Primitive function's attribute that lists its params (by index) whose layout the schedule
+# may choose: after FuseTIR, the task PrimFunc's `layout_free_buffers`, which MetaSchedule's
+# RewriteLayout postprocessor reads (it packs such a weight in the order the schedule reads
+# it, in a preprocessing block that the model build lifts out of the runs).
+LAYOUT_FREE_ATTR = "tgc.layout_free"
+
+
+def _layout_free_params(mod: tvm.IRModule) -> dict:
+    """{Primitive function name: [param index]} of the functions with LAYOUT_FREE_ATTR."""
+    out = {}
+    for gv, f in mod.functions_items():
+        if isinstance(f, relax.Function) and f.attrs and LAYOUT_FREE_ATTR in f.attrs:
+            out[gv.name_hint] = [int(i) for i in f.attrs[LAYOUT_FREE_ATTR]]
+    return out
+
+
 def lower_module(mod: tvm.IRModule) -> tvm.IRModule:
     """Legalizes `mod` and turns each Primitive function into one PrimFunc (FuseTIR).
 
@@ -48,7 +64,10 @@ def lower_module(mod: tvm.IRModule) -> tvm.IRModule:
     unfused, so its task is the legalized PrimFunc itself, which carries the `op_pattern`
     attribute AnnotateTIROpPattern gave it; FuseTIR's copy of it does not. The attribute is
     part of the structural hash, so it is put back: single-op tasks then hash like TVM's own
-    (and records imported from MetaSchedule databases find them)."""
+    (and records imported from MetaSchedule databases find them).
+
+    A Primitive function's LAYOUT_FREE_ATTR becomes its PrimFunc's `layout_free_buffers`
+    (FuseTIR keeps the function's params first and in order)."""
     mod = tvm.transform.Sequential(
         [
             relax.transform.DecomposeOpsForInference(),
@@ -57,12 +76,17 @@ def lower_module(mod: tvm.IRModule) -> tvm.IRModule:
         ]
     )(mod)
     patterns = _single_call_patterns(mod)
+    layout_free = _layout_free_params(mod)
     mod = relax.transform.FuseTIR()(mod)
     by_name = {gv.name_hint: gv for gv in mod.get_global_vars()}
     for name, pattern in patterns.items():
         gv = by_name.get(name)
         if gv is not None and isinstance(mod[gv], tvm.tirx.PrimFunc):
             mod[gv] = mod[gv].with_attr("op_pattern", pattern)
+    for name, params in layout_free.items():
+        gv = by_name.get(name)
+        if gv is not None and isinstance(mod[gv], tvm.tirx.PrimFunc):
+            mod[gv] = mod[gv].with_attr("layout_free_buffers", params)
     return mod
 
 
@@ -241,8 +265,13 @@ def emit_task_function(bb: relax.BlockBuilder, task: Task) -> TaskFunction:
             call_plan.append(("const", _np_constant(b.attrs)))
         fn_params.append(var)
 
+    attrs = {"Primitive": 1}
+    if task.layout_free:
+        attrs[LAYOUT_FREE_ATTR] = [
+            i for i, (kind, x) in enumerate(call_plan) if kind == "param" and x in task.layout_free
+        ]
     R = relax.op
-    with bb.function(task.name, fn_params, {"Primitive": 1}):
+    with bb.function(task.name, fn_params, attrs):
         with bb.dataflow():
             for bi, b in enumerate(task.bindings):
                 if b.op == "constant":

@@ -103,6 +103,40 @@ def parse_module(obj) -> ModelSpec:
     return ModelSpec(params, tasks, calls, list(results_j))
 
 
+def packed_inputs(spec: ModelSpec) -> list:
+    """The indices of main's params that some call passes to a task's layout-free param:
+    the weights the built model takes packed (`main_transform_params`), in param order."""
+    packed = set()
+    for c in spec.calls:
+        if c[0] == "call":
+            t = spec.tasks[c[1]]
+            packed.update(c[2][k] for k in t.layout_free if c[2][k] < len(spec.params))
+    return sorted(packed)
+
+
+def main_param_order(spec: ModelSpec) -> list:
+    """Main's params in the built model's order: the inputs not packed, then the packed
+    weights (Relax's `num_input` convention, which LiftTransformParams reads)."""
+    packed = set(packed_inputs(spec))
+    return [i for i in range(len(spec.params)) if i not in packed] + sorted(packed)
+
+
+def main_args(packed: list, vm, inputs: list) -> list:
+    """The arguments of the built model's main for `inputs` (in the module's param order),
+    `packed` the indices of the packed weights (`packed_inputs`): the inputs as they are, or
+    the other inputs and then `main_transform_params` of the packed weights (run once here; a
+    deployment runs it once per set of weights). A build without the transform (TVM's
+    default schedules) takes the weights unpacked, in the same order."""
+    if not packed:
+        return list(inputs)
+    rest = [inputs[i] for i in range(len(inputs)) if i not in set(packed)]
+    weights = [inputs[i] for i in packed]
+    if not vm.module.implements_function("main_transform_params"):
+        return rest + weights
+    out = vm["main_transform_params"](weights)
+    return rest + [out[k] for k in range(len(out))]
+
+
 def model_relax_module(spec: ModelSpec) -> tvm.IRModule:
     from .lower import _np_constant
 
@@ -111,7 +145,10 @@ def model_relax_module(spec: ModelSpec) -> tvm.IRModule:
     main_params = [
         relax.Var(name, relax.TensorType(list(ty.shape), ty.dtype)) for name, ty in spec.params
     ]
-    with bb.function("main", main_params):
+    order = main_param_order(spec)
+    n_packed = len(packed_inputs(spec))
+    attrs = {"num_input": len(spec.params) - n_packed} if n_packed else None
+    with bb.function("main", [main_params[i] for i in order], attrs):
         with bb.dataflow():
             values = list(main_params)
             for c in spec.calls:
@@ -171,6 +208,15 @@ def apply_database(lowered, target, database):
         if isinstance(f, tvm.tirx.PrimFunc) and f.attrs and f.attrs.get("tirx.is_scheduled", False)
     )
     return mod, scheduled
+
+
+def lift_weight_packing(mod, target):
+    """The layout rewrites that the schedules of layout-free weights begin with, split off
+    their PrimFuncs and lifted out of main into `main_transform_params` (which a deployment
+    runs once per set of weights), as TVM's own `cpu_weight_prepack` does."""
+    t = relax.transform
+    with target, tvm.transform.PassContext(opt_level=3):
+        return tvm.transform.Sequential([t.SplitLayoutRewritePreproc(), t.LiftTransformParams()])(mod)
 
 
 def _backend_pipeline_module(target):
@@ -303,6 +349,8 @@ def roles_json(spec: ModelSpec) -> list:
                 "fan_in": role[1] if role[0] == "weight" else None,
             }
         )
+    for i in packed_inputs(spec):
+        out[i]["packed"] = True
     return out
 
 
@@ -325,6 +373,8 @@ def roles_from_json(inputs, where: str) -> tuple[list, list]:
             raise WorkerError(
                 "bad_params", f"{w}: permutation must list the {rank} axes once each, got {perm!r}"
             )
+        if not isinstance(x.get("packed", False), bool):
+            raise WorkerError("bad_params", f"{w}: packed must be true or false, got {x['packed']!r}")
         role = x.get("role", "data")
         if role == "weight":
             f = x.get("fan_in")
@@ -545,10 +595,13 @@ def bench(params: dict) -> dict:
     arrays = draw_inputs(types, roles, seed)
     inputs = [tvm.runtime.tensor(a, dev) for a in arrays]
 
-    def timed(executable, repeat=repeat) -> dict:
+    packed = [i for i, x in enumerate(params["inputs"]) if x.get("packed", False)]
+
+    def timed(executable, packed, repeat=repeat) -> dict:
         vm = relax.VirtualMachine(executable, dev)
-        vm["main"](*inputs)  # warm-up: first-call allocations stay out of the figures
-        res = vm.time_evaluator("main", dev, number=number, repeat=repeat)(*inputs)
+        args = main_args(packed, vm, inputs)
+        vm["main"](*args)  # warm-up: first-call allocations stay out of the figures
+        res = vm.time_evaluator("main", dev, number=number, repeat=repeat)(*args)
         return latency_stats(res.results, repeat, number)
 
     try:
@@ -556,7 +609,7 @@ def bench(params: dict) -> dict:
     except Exception as e:  # noqa: BLE001
         raise WorkerError("bad_params", f"library: {library}: cannot load: {one_line(e)}")
     try:
-        latency = timed(lib)
+        latency = timed(lib, packed)
     except Exception as e:  # noqa: BLE001
         raise WorkerError("tvm", f"{library}: running main failed: {one_line(e)}")
     untuned = None
@@ -572,7 +625,7 @@ def bench(params: dict) -> dict:
             raise WorkerError("tvm", f"untuned build failed: {one_line(e)}")
         if params.get("untuned_repeat") is None:
             raise WorkerError("bad_params", "untuned needs untuned_repeat (its timing runs)")
-        untuned = timed(ref, _positive_int(params, "untuned_repeat"))
+        untuned = timed(ref, packed_inputs(spec), _positive_int(params, "untuned_repeat"))
     onnxruntime = None
     if params.get("onnx") is not None:
         from . import onnxrt
@@ -730,6 +783,8 @@ def schedule_model(spec: ModelSpec, target, records) -> Scheduled:
 
     try:
         scheduled_mod, scheduled = apply_database(lowered, target, database)
+        if packed_inputs(spec):
+            scheduled_mod = lift_weight_packing(scheduled_mod, target)
     except Exception as e:  # noqa: BLE001
         raise WorkerError("tvm", f"build failed: {one_line(e)}")
     return Scheduled(spec, target, lowered, scheduled_mod, applied, failed, scheduled)
@@ -764,12 +819,14 @@ def build_and_measure(params: dict) -> dict:
     inputs = [tvm.runtime.tensor(a, dev) for a in inputs_np]
     vm_t = relax.VirtualMachine(tuned, dev)
     vm_r = relax.VirtualMachine(ref, dev)
-    out_t = _outputs(vm_t["main"](*inputs))
-    out_r = _outputs(vm_r["main"](*inputs))
+    packed = packed_inputs(spec)
+    args_t = main_args(packed, vm_t, inputs)
+    out_t = _outputs(vm_t["main"](*args_t))
+    out_r = _outputs(vm_r["main"](*main_args(packed, vm_r, inputs)))
     check = compare_outputs(out_t, out_r, lambda dt: {**output_tolerance(spec, dt), **overrides})
 
     timer = vm_t.time_evaluator("main", dev, number=number, repeat=repeat)
-    res = timer(*inputs)
+    res = timer(*args_t)
     ms_vals = [float(x) * 1e3 for x in res.results]
     out = {
         "latency_ms": {

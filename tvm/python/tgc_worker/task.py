@@ -42,6 +42,9 @@ class Task:
     bindings: tuple[Binding, ...]
     results: tuple[int, ...]
     key: str  # canonical JSON of the request's task (cache key)
+    # declared params whose layout the schedule may choose (weights packed once, ahead of
+    # the runs: MetaSchedule's layout-free buffers)
+    layout_free: tuple[int, ...] = ()
 
     def value_types(self) -> list[TensorTy]:
         out = [p.ty for p in self.params]
@@ -86,7 +89,7 @@ def parse_task(obj) -> Task:
             name,
         )
     for k in obj:
-        if k not in ("name", "params", "bindings", "results"):
+        if k not in ("name", "params", "bindings", "results", "layout_free"):
             raise WorkerError("bad_task", f"unknown task field {k!r}", name)
     params_j = obj.get("params")
     bindings_j = obj.get("bindings")
@@ -119,8 +122,20 @@ def parse_task(obj) -> Task:
                 "bad_task", f"results: {x!r} is not a value index below {n_values}", name
             )
         results.append(x)
+    layout_free = obj.get("layout_free", [])
+    if (
+        not isinstance(layout_free, list)
+        or not all(isinstance(x, int) and not isinstance(x, bool) for x in layout_free)
+        or len(set(layout_free)) != len(layout_free)
+        or not all(0 <= x < len(params) for x in layout_free)
+    ):
+        raise WorkerError(
+            "bad_task",
+            f"layout_free: {layout_free!r} is not a list of distinct param indices below {len(params)}",
+            name,
+        )
     key = json.dumps(obj, sort_keys=True, separators=(",", ":"))
-    return Task(name, tuple(params), tuple(bindings), tuple(results), key)
+    return Task(name, tuple(params), tuple(bindings), tuple(results), key, tuple(sorted(layout_free)))
 
 
 def _parse_binding(b, i: int, n_values: int, name: str) -> Binding:
