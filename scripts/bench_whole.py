@@ -55,6 +55,11 @@ def run_json(cmd, report, reuse):
     return json.loads(report.read_text())
 
 
+def model_args(args) -> list:
+    """How tgc prepares the model in every tune and build of its arm."""
+    return ["--layout", args.layout, *(["--pack-weights"] if args.pack_weights else [])]
+
+
 def tgc_arm(model, cache, out, stem, args):
     """The tgc arm of one model: P pieces, each tuned then built and timed. Returns the
     pieces' reports and the builds' (the last with the anchors)."""
@@ -67,14 +72,14 @@ def tgc_arm(model, cache, out, stem, args):
             tgc, "tune", model, "--cache", cache, "--trials", per_piece,
             "--trials-per-round", args.per_round, "--population", args.population,
             "--no-measure", "--report", rep, "--work-dir", out / f"{stem}_tgc_{j}",
-            "--layout", args.layout,
+            *model_args(args),
         ], rep, args.reuse))
         last = j == args.pieces - 1
         brep = out / f"{stem}_build_{j}.json"
         builds.append(run_json([
             tgc, "build", model, "--cache", cache, "-o", out / f"{stem}_{j}.so", "--check",
             *(["--bench", "--onnxruntime"] if last else []),
-            "--report", brep, "--work-dir", out / f"{stem}_build_{j}", "--layout", args.layout,
+            "--report", brep, "--work-dir", out / f"{stem}_build_{j}", *model_args(args),
         ], brep, args.reuse))
     return pieces, builds
 
@@ -88,7 +93,7 @@ def start_latency(model, cache, out, stem, args):
     b = run_json([
         args.tgc, "build", model, "--cache", cache, "-o", out / f"{stem}_start.so", "--check",
         "--cache-read-only", "--report", brep, "--work-dir", out / f"{stem}_build_start",
-        "--layout", args.layout,
+        *model_args(args),
     ], brep, args.reuse)
     return b["end_to_end"]["latency_ms"]["median"]
 
@@ -180,7 +185,8 @@ def table(summaries, args) -> str:
             f"{args.trials // args.pieces}), rounds of {args.per_round}, population "
             f"{args.population}; every latency on {threads} runtime threads"
             + ("; tgc's convolutions in NHWC (`--layout nhwc`), stock's as TVM's importer "
-               "gives them." if args.layout == "nhwc" else "."), "",
+               "gives them" if args.layout == "nhwc" else "")
+            + ("; tgc's weights packed (`--pack-weights`)" if args.pack_weights else "") + ".", "",
             "| model | arm | tuning s | trials | s/trial | latency ms | / onnxruntime | "
             "reaches stock's latency at | stock time / that |",
             "|---|---|---|---|---|---|---|---|---|"]
@@ -215,6 +221,8 @@ def main() -> int:
     p.add_argument("--no-stock", action="store_true", help="skip the stock TVM arm")
     p.add_argument("--layout", choices=["model", "nhwc"], default="model",
                    help="tgc's --layout (the stock arm tunes the model as TVM imports it)")
+    p.add_argument("--pack-weights", action="store_true",
+                   help="tgc's --pack-weights (weights packed once, layout-free for the schedules)")
     p.add_argument("--out", default=None)
     p.add_argument("--reuse", action="store_true", help="keep reports already in --out")
     p.add_argument("--table", default=None, help="write the markdown table here")

@@ -4,7 +4,8 @@ VM with an instrument that times every call the VM makes (each fused function at
 call sites, and the VM's own builtins), and prints the calls largest first beside the
 library's plain end-to-end time. Compare a task's time at its call sites with the latency
 its record was measured at (`tgc build --report`): the difference is what the task costs in
-the model that it does not cost measured alone (its weights no longer in the caches).
+the model that it does not cost measured alone (its weights no longer in the caches). A
+library built with `--pack-weights` gets its weights packed once, before the runs.
 
     $TGC_PYTHON scripts/profile_calls.py model.so [--runs 10] [--top 30]
 """
@@ -40,6 +41,10 @@ def main() -> None:
         tvm.runtime.tensor((rng.uniform(-1, 1, i["shape"]) * 0.05).astype(i["dtype"]), tvm.cpu())
         for i in side["inputs"]
     ]
+    packed = [x for x, i in zip(inputs, side["inputs"]) if i.get("packed")]
+    if packed:  # `--pack-weights`: packed once, outside the timed runs, as a deployment does
+        out = vm["main_transform_params"](packed)
+        inputs = [x for x, i in zip(inputs, side["inputs"]) if not i.get("packed")] + list(out)
     for _ in range(3):
         vm["main"](*inputs)
     plain = []

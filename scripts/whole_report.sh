@@ -11,6 +11,7 @@
 #   TRIALS=64 PIECES=2 bash scripts/whole_report.sh   # a shorter run
 #   SEEDED="models/keras-resnet101.onnx OTHER.onnx" bash scripts/whole_report.sh
 #   LAYOUT=model bash scripts/whole_report.sh   # tgc in the ONNX file's own layout (NCHW)
+#   PACK_WEIGHTS=1 bash scripts/whole_report.sh # tgc with --pack-weights
 #
 # TGC=path/to/tgc skips the release build; TGC_PYTHON picks the TVM venv's python (else
 # tvm/python/bootstrap.sh creates it). Work files go to ${WHOLE_DIR:-target/whole-report};
@@ -32,7 +33,7 @@ for model in ${SEEDED-models/keras-resnet101.onnx}; do
 done
 python3 scripts/bench_whole.py --tgc "$TGC" --model models/keras-resnet50.onnx "${seeded[@]}" \
     --trials "${TRIALS:-320}" --pieces "${PIECES:-4}" --per-round 8 --population 128 \
-    --layout "${LAYOUT:-nhwc}" --reuse --out "$DIR/run" --table "$DIR/table.md" \
+    --layout "${LAYOUT:-nhwc}" ${PACK_WEIGHTS:+--pack-weights} --reuse --out "$DIR/run" --table "$DIR/table.md" \
     --plot docs/whole-models.svg
 python3 scripts/replace_section.py "$DIR/table.md" docs/tuning.md whole
 echo "docs/tuning.md: whole-model table and docs/whole-models.svg regenerated (reports in $DIR/run)" >&2

@@ -1,7 +1,8 @@
 //! scripts/bench_whole.py end to end on two tiny ONNX models with tiny budgets, both arms
 //! (tgc in two pieces, stock TVM's tune_relax) and the anchors (TVM's defaults and
 //! onnxruntime on the same files): the curve has a point per piece, B starts from the model
-//! built from A's cache, the table is written and the curves plotted (`tgc curves`).
+//! built from A's cache, the table is written and the curves plotted (`tgc curves`); tgc
+//! with `--pack-weights`, which reaches every tune and build of its arm.
 //!
 //! Needs the pinned TVM venv (`$TGC_PYTHON`, else `tvm/python/bootstrap.sh` creates it).
 
@@ -41,7 +42,7 @@ fn a_whole_model_protocol_in_pieces_with_both_arms_and_the_anchors() {
         .arg("--seeded")
         .arg(d.join("b.onnx"))
         .args(["--trials", "2", "--pieces", "2", "--per-round", "1"])
-        .args(["--population", "16"])
+        .args(["--population", "16", "--pack-weights"])
         .arg("--out")
         .arg(&out)
         .arg("--table")
@@ -91,7 +92,19 @@ fn a_whole_model_protocol_in_pieces_with_both_arms_and_the_anchors() {
         models[1]["curve"][0][1],
         b_start["end_to_end"]["latency_ms"]["median"]
     );
+    // --pack-weights reaches every tune and build of the tgc arm: its libraries take packed weights
+    let side: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("a_1.so.json")).unwrap()).unwrap();
+    assert!(
+        side["inputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["packed"] == true),
+        "{side}"
+    );
     let table = std::fs::read_to_string(d.join("table.md")).unwrap();
+    assert!(table.contains("(`--pack-weights`)"), "{table}");
     assert!(table.contains("| b.onnx | stock `tune_relax` |"), "{table}");
     assert!(table.contains("| a.onnx | onnxruntime "), "{table}");
     let svg = std::fs::read_to_string(d.join("curves.svg")).expect("the curves plotted");

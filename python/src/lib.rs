@@ -65,6 +65,18 @@ impl Module {
         Ok(Module { inner })
     }
 
+    /// The module with its entry function's contraction weights marked for packing (the
+    /// `pack-weights` pass, what `--pack-weights` tunes and builds): listed in `@main`'s
+    /// `packed_params`, their tasks' params marked layout-free when partitioned.
+    fn pack_weights(&self) -> PyResult<Module> {
+        use tgc_passes::Pass;
+        let mut inner = self.inner.clone();
+        tgc_passes::pack_weights::PackWeights
+            .run(&mut inner)
+            .map_err(|e| err(format!("@{}: pack-weights: {}", inner.name, e.0)))?;
+        Ok(Module { inner })
+    }
+
     /// The module's canonical text (what `tgc import` prints).
     fn text(&self) -> String {
         tgc_ir::text::print_module(&self.inner)

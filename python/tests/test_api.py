@@ -58,6 +58,18 @@ class TestTasks(unittest.TestCase):
         with self.assertRaises(tgc.TgcError):
             tgc.tasks(42)
 
+    def test_pack_weights_is_the_cli_document(self):
+        self.assertEqual(tgc.tasks(str(RESNET), layout="nhwc", pack_weights=True),
+                         cli_json("tasks", str(RESNET), "--json", "--layout", "nhwc", "--pack-weights"))
+        m = tgc.load(str(RESNET), pack_weights=True)
+        self.assertIn("packed_params = [", m.text())
+        # packed tasks are other workloads: every convolution task has other exact keys
+        plain = {t["exact_key"] for t in tgc.tasks(str(RESNET))["tasks"]}
+        packed = tgc.tasks(str(RESNET), pack_weights=True)["tasks"]
+        convs = [t for t in packed if "nn.conv2d" in t["ops"]]
+        self.assertTrue(convs)
+        self.assertFalse({t["exact_key"] for t in convs} & plain)
+
     def test_layout_is_the_cli_document(self):
         self.assertEqual(tgc.tasks(str(RESNET), layout="nhwc"),
                          cli_json("tasks", str(RESNET), "--json", "--layout", "nhwc"))

@@ -51,10 +51,11 @@ def _is_irmodule(model: Any) -> bool:
 
 
 def load(model, *, shapes: dict[str, Sequence[int]] | None = None, name: str | None = None,
-         layout: str = "model") -> Module:
+         layout: str = "model", pack_weights: bool = False) -> Module:
     """The tgc IR of ``model``: a path or zoo name (``shapes``: static shapes of ONNX
     inputs by name), a Relax ``IRModule`` (``name`` names it), or a ``Module`` as is.
-    ``layout="nhwc"``: its 2-D convolutions in NHWC with HWIO kernels (``--layout nhwc``)."""
+    ``layout="nhwc"``: its 2-D convolutions in NHWC with HWIO kernels (``--layout nhwc``).
+    ``pack_weights``: its contractions' weights marked for packing (``--pack-weights``)."""
     if layout not in ("model", "nhwc"):
         raise TgcError(f"layout must be 'model' or 'nhwc', not {layout!r}")
     if isinstance(model, Module):
@@ -66,7 +67,8 @@ def load(model, *, shapes: dict[str, Sequence[int]] | None = None, name: str | N
         m = Module.load(os.fspath(model), pairs)
     else:
         raise TgcError(f"a model is a path, a zoo name, a tvm.IRModule or a tgc.Module, not {type(model).__name__}")
-    return m.convert_layout() if layout == "nhwc" else m
+    m = m.convert_layout() if layout == "nhwc" else m
+    return m.pack_weights() if pack_weights else m
 
 
 def _label(model, name: str | None) -> str:
@@ -80,12 +82,13 @@ def _label(model, name: str | None) -> str:
 
 
 def tasks(model, *, shapes=None, max_depth: int = 256, name: str | None = None,
-          layout: str = "model") -> dict:
+          layout: str = "model", pack_weights: bool = False) -> dict:
     """The distinct tuning tasks of ``model``, as ``tgc tasks --json`` prints them (schema
     ``tgc.tasks/1``): per task its name, ops, the exact, structural and family keys,
     occurrences, FLOPs, bytes, parameter and result types. ``model`` in the document is
-    ``name``, else the path as given. ``layout="nhwc"``: as ``--layout nhwc`` tunes them."""
-    m = load(model, shapes=shapes, name=name, layout=layout)
+    ``name``, else the path as given. ``layout="nhwc"``, ``pack_weights``: as ``--layout
+    nhwc`` and ``--pack-weights`` tune them."""
+    m = load(model, shapes=shapes, name=name, layout=layout, pack_weights=pack_weights)
     return json.loads(_native.tasks_json(m, _label(model, name), max_depth))
 
 
@@ -187,7 +190,7 @@ def tune(model, *, target: str = "llvm", cache: str | os.PathLike | Cache | None
          measure: bool = True, work_dir: str | os.PathLike | None = None,
          cache_read_only: bool = False, rpc: str | None = None, rpc_key: str | None = None,
          rpc_sessions: int | None = None, shapes=None, name: str | None = None,
-         layout: str = "model") -> dict:
+         layout: str = "model", pack_weights: bool = False) -> dict:
     """Tunes ``model`` with TVM MetaSchedule seeded from the cache and writes the results
     back: the ``tgc tune`` driver (the tgc-tune crate), the keywords are its flags. Returns
     the report (``tgc tune --report``) as a dict. Raises ``TgcError`` when the tuned build's
@@ -195,9 +198,10 @@ def tune(model, *, target: str = "llvm", cache: str | os.PathLike | Cache | None
     ``cache`` is a file or a ``postgres://`` URL (docs/scale.md); ``cache_read_only``
     reads it and writes nothing back; ``rpc="HOST:PORT", rpc_key=KEY`` measures on the
     devices a TVM RPC tracker offers under the key; ``layout="nhwc"`` tunes the model with
-    its convolutions in NHWC (``--layout nhwc``)."""
+    its convolutions in NHWC (``--layout nhwc``), ``pack_weights`` with their weights
+    layout-free (``--pack-weights``)."""
     _worker_python()
-    m = load(model, shapes=shapes, name=name, layout=layout)
+    m = load(model, shapes=shapes, name=name, layout=layout, pack_weights=pack_weights)
     opts = dict(target=target, cache=_path(cache), no_cache=no_cache,
                 trials_per_task=trials_per_task, trials=trials, time_budget=time_budget,
                 max_tasks=max_tasks, trials_per_round=trials_per_round, population=population,
@@ -236,7 +240,7 @@ def build(model, *, target: str = "llvm", cache: str | os.PathLike | Cache | Non
           measure_candidates: int | None = None, bench: bool = False,
           onnxruntime: bool = False, work_dir: str | os.PathLike | None = None,
           check: bool = False, cache_read_only: bool = False, shapes=None,
-          name: str | None = None, layout: str = "model"):
+          name: str | None = None, layout: str = "model", pack_weights: bool = False):
     """Compiles the deployable ``model`` with the cached schedule per task and a zero-trial
     transfer where no exact record exists: ``tgc build`` (tgc-tune's build). With
     ``output``, writes the library there (and its sidecar ``output + ".json"``) and returns
@@ -248,7 +252,9 @@ def build(model, *, target: str = "llvm", cache: str | os.PathLike | Cache | Non
     ``bench``); with ``onnxruntime`` and an ONNX file as ``model``, also onnxruntime on that
     file, on the same inputs and threads (``bench["onnxruntime"]``). ``layout="nhwc"``:
     built with the convolutions in NHWC (``--layout nhwc``; the sidecar gives the HWIO
-    kernels' ``permutation`` of the model's)."""
+    kernels' ``permutation`` of the model's). ``pack_weights``: the contractions' weights
+    packed (``--pack-weights``): the library's ``main_transform_params`` takes the inputs
+    the sidecar marks ``packed`` and returns what ``main`` takes after the others."""
     import tempfile
 
     if onnxruntime:
@@ -258,7 +264,7 @@ def build(model, *, target: str = "llvm", cache: str | os.PathLike | Cache | Non
                 and os.path.isfile(model)):
             raise TgcError(f"{model!s:.80}: onnxruntime=True times an ONNX file (a .onnx model), not this")
     _worker_python()
-    m = load(model, shapes=shapes, name=name, layout=layout)
+    m = load(model, shapes=shapes, name=name, layout=layout, pack_weights=pack_weights)
     keep = output is not None
     if not keep:
         tmp = tempfile.mkdtemp(prefix="tgc-build-")
