@@ -68,22 +68,32 @@ pub fn constants_in_tir(f: &Function) -> Vec<bool> {
 /// RewriteLayout reads). Part of the keys: such a task is another TVM workload.
 pub const LAYOUT_FREE_ATTR: &str = "tgc.layout_free";
 
-/// The indices [`LAYOUT_FREE_ATTR`] lists on `f`, sorted and distinct (empty without it).
-pub fn layout_free(f: &Function) -> Vec<usize> {
-    let mut out: Vec<usize> = match f.attrs.get(LAYOUT_FREE_ATTR) {
-        Some(crate::Attr::List(l)) => l
-            .iter()
-            .filter_map(|a| match a {
-                crate::Attr::Int(i) => usize::try_from(*i).ok(),
-                _ => None,
-            })
-            .filter(|&i| i < f.params.len())
-            .collect(),
-        _ => Vec::new(),
+/// The indices a [`LAYOUT_FREE_ATTR`] value lists, sorted, when it is a list of distinct
+/// parameter indices of a function of `params` parameters (what the verifier accepts).
+pub fn layout_free_indices(attr: &crate::Attr, params: usize) -> Option<Vec<usize>> {
+    let crate::Attr::List(l) = attr else {
+        return None;
     };
+    let mut out = Vec::with_capacity(l.len());
+    for a in l {
+        match a {
+            crate::Attr::Int(i) => out.push(usize::try_from(*i).ok().filter(|&i| i < params)?),
+            _ => return None,
+        }
+    }
     out.sort_unstable();
+    let n = out.len();
     out.dedup();
-    out
+    (out.len() == n).then_some(out)
+}
+
+/// The indices [`LAYOUT_FREE_ATTR`] lists on `f`, sorted (empty without it; a verified
+/// function has no other kind of value there).
+pub fn layout_free(f: &Function) -> Vec<usize> {
+    f.attrs
+        .get(LAYOUT_FREE_ATTR)
+        .and_then(|a| layout_free_indices(a, f.params.len()))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

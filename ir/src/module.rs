@@ -199,6 +199,35 @@ impl Function {
         self.params.iter().map(|p| self.ty(*p).clone()).collect()
     }
 
+    /// The parameters whose every use is operand `slot` of a binding that `reads` accepts
+    /// (at least one such use; being a result of the function is another use), in order.
+    pub fn params_only_used_as(
+        &self,
+        slot: usize,
+        reads: impl Fn(&Binding) -> bool,
+    ) -> Vec<ValueId> {
+        let mut wanted = vec![0usize; self.num_values()];
+        let mut other = vec![0usize; self.num_values()];
+        for b in &self.bindings {
+            let accepted = reads(b);
+            for (pos, o) in b.operands.iter().enumerate() {
+                if accepted && pos == slot {
+                    wanted[o.index()] += 1;
+                } else {
+                    other[o.index()] += 1;
+                }
+            }
+        }
+        for r in &self.results {
+            other[r.index()] += 1;
+        }
+        self.params
+            .iter()
+            .copied()
+            .filter(|p| wanted[p.index()] > 0 && other[p.index()] == 0)
+            .collect()
+    }
+
     /// Whether the function carries `Primitive = true` (a fused group, i.e. a tuning task).
     pub fn is_primitive(&self) -> bool {
         matches!(
@@ -285,6 +314,19 @@ impl Module {
 
     pub fn function_mut(&mut self, name: &str) -> Option<&mut Function> {
         self.functions.get_mut(name)
+    }
+
+    /// The names of the functions some binding of the module calls (an entry function is one
+    /// not among them).
+    pub fn called_functions(&self) -> std::collections::HashSet<String> {
+        self.functions
+            .values()
+            .flat_map(|f| f.bindings.iter())
+            .filter_map(|b| match &b.callee {
+                Callee::Func(name) => Some(name.clone()),
+                Callee::Op(_) => None,
+            })
+            .collect()
     }
 
     /// Total number of bindings over all functions.

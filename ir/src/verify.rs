@@ -218,41 +218,13 @@ impl<'a> FunctionVerifier<'a> {
     fn run(mut self) -> Result<(), VerifyError> {
         let f = self.f;
         if let Some(a) = f.attrs.get(crate::lowering::LAYOUT_FREE_ATTR) {
-            let ok = match a {
-                crate::Attr::List(l) => {
-                    let idx: Vec<Option<usize>> = l
-                        .iter()
-                        .map(|x| match x {
-                            crate::Attr::Int(i) => {
-                                usize::try_from(*i).ok().filter(|&i| i < f.params.len())
-                            }
-                            _ => None,
-                        })
-                        .collect();
-                    let mut seen = std::collections::HashSet::new();
-                    idx.iter().all(|i| i.is_some_and(|i| seen.insert(i)))
-                }
-                _ => false,
-            };
-            if !ok {
+            if crate::lowering::layout_free_indices(a, f.params.len()).is_none() {
                 return Err(self.error(
                     None,
                     Problem::LayoutFree {
                         attr: crate::lowering::LAYOUT_FREE_ATTR,
                         params: f.params.len(),
-                        got: match a {
-                            crate::Attr::List(l) => format!(
-                                "[{}]",
-                                l.iter()
-                                    .map(|x| match x {
-                                        crate::Attr::Int(i) => i.to_string(),
-                                        other => format!("{other:?}"),
-                                    })
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            ),
-                            other => format!("{other:?}"),
-                        },
+                        got: crate::text::attr_text(a),
                     },
                 ));
             }

@@ -27,7 +27,7 @@
 use crate::dce::eliminate_dead_bindings;
 use crate::pass::{Pass, PassError, PassInfo, PassOptions};
 use smallvec::SmallVec;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use tgc_ir::{Attr, Attrs, Binding, Callee, Function, Module, Op, OpPattern, TensorType, ValueId};
 
 pub static INFO: PassInfo = PassInfo {
@@ -46,15 +46,7 @@ impl Pass for ConvertLayout {
     }
 
     fn run(&self, module: &mut Module) -> Result<(), PassError> {
-        let called: HashSet<String> = module
-            .functions
-            .values()
-            .flat_map(|f| f.bindings.iter())
-            .filter_map(|b| match &b.callee {
-                Callee::Func(name) => Some(name.clone()),
-                Callee::Op(_) => None,
-            })
-            .collect();
+        let called = module.called_functions();
         for f in module.functions.values_mut() {
             let entry = !called.contains(&f.name);
             convert_function(f, entry).map_err(|e| PassError(format!("@{}: {e}", f.name)))?;
@@ -442,26 +434,7 @@ fn convertible_conv(f: &Function, b: &Binding) -> bool {
 
 /// The parameters of `f` that are only ever the kernel of a converted convolution.
 fn kernel_params(f: &Function) -> Vec<ValueId> {
-    let mut kernel_uses = vec![0usize; f.num_values()];
-    let mut other_uses = vec![0usize; f.num_values()];
-    for b in &f.bindings {
-        let conv = convertible_conv(f, b);
-        for (pos, o) in b.operands.iter().enumerate() {
-            if conv && pos == 1 {
-                kernel_uses[o.index()] += 1;
-            } else {
-                other_uses[o.index()] += 1;
-            }
-        }
-    }
-    for r in &f.results {
-        other_uses[r.index()] += 1;
-    }
-    f.params
-        .iter()
-        .copied()
-        .filter(|p| kernel_uses[p.index()] > 0 && other_uses[p.index()] == 0)
-        .collect()
+    f.params_only_used_as(1, |b| convertible_conv(f, b))
 }
 
 /// The name of the function attribute that lists the parameters the pass gave another

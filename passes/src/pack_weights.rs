@@ -17,7 +17,7 @@
 
 use crate::pass::{Pass, PassError, PassInfo, PassOptions};
 use std::collections::HashSet;
-use tgc_ir::{Attr, Callee, Function, Module, Op};
+use tgc_ir::{Attr, Function, Module, Op};
 
 pub static INFO: PassInfo = PassInfo {
     name: "pack-weights",
@@ -38,22 +38,15 @@ impl Pass for PackWeights {
     }
 
     fn run(&self, module: &mut Module) -> Result<(), PassError> {
-        let called: HashSet<String> = module
-            .functions
-            .values()
-            .flat_map(|f| f.bindings.iter())
-            .filter_map(|b| match &b.callee {
-                Callee::Func(name) => Some(name.clone()),
-                Callee::Op(_) => None,
-            })
-            .collect();
+        let called = module.called_functions();
         for f in module.functions.values_mut() {
             if called.contains(&f.name) || f.is_primitive() {
                 continue;
             }
-            let names: Vec<Attr> = weight_params(f)
+            let names: Vec<Attr> = f
+                .params_only_used_as(1, |b| b.callee.op().is_some_and(is_contraction))
                 .into_iter()
-                .map(|i| Attr::Str(f.name_of(f.params[i]).to_string()))
+                .map(|p| Attr::Str(f.name_of(p).to_string()))
                 .collect();
             if !names.is_empty() {
                 f.attrs.insert(PACKED_PARAMS_ATTR.into(), Attr::List(names));
@@ -68,31 +61,6 @@ fn is_contraction(op: Op) -> bool {
         op.name(),
         "nn.conv2d" | "nn.conv2d_transpose" | "matmul" | "nn.dense" | "nn.batch_matmul"
     )
-}
-
-/// The indices of `f`'s parameters that are only ever a contraction's weight (operand 1).
-pub fn weight_params(f: &Function) -> Vec<usize> {
-    let mut weight_uses = vec![0usize; f.num_values()];
-    let mut other_uses = vec![0usize; f.num_values()];
-    for b in &f.bindings {
-        let contraction = b.callee.op().is_some_and(is_contraction);
-        for (pos, o) in b.operands.iter().enumerate() {
-            if contraction && pos == 1 {
-                weight_uses[o.index()] += 1;
-            } else {
-                other_uses[o.index()] += 1;
-            }
-        }
-    }
-    for r in &f.results {
-        other_uses[r.index()] += 1;
-    }
-    (0..f.params.len())
-        .filter(|&i| {
-            let p = f.params[i].index();
-            weight_uses[p] > 0 && other_uses[p] == 0
-        })
-        .collect()
 }
 
 /// The parameter names `f` lists in [`PACKED_PARAMS_ATTR`] (empty without the attribute).

@@ -52,6 +52,7 @@ mod lexer;
 mod mlir_out;
 mod parser;
 mod printer;
+pub(crate) use printer::attr_text;
 
 pub use mlir_out::{print_module_mlir, DIALECT as MLIR_DIALECT};
 

@@ -166,6 +166,13 @@ fn write_dict<W: Write>(out: &mut W, attrs: &Attrs) -> fmt::Result {
     out.write_char('}')
 }
 
+/// An attribute's canonical text (as in a printed module), for messages.
+pub(crate) fn attr_text(a: &Attr) -> String {
+    let mut out = String::new();
+    write_attr(&mut out, a).expect("writing to a String cannot fail");
+    out
+}
+
 fn write_attr<W: Write>(out: &mut W, a: &Attr) -> fmt::Result {
     match a {
         Attr::Int(v) => write_int(out, *v),

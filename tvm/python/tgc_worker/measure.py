@@ -129,7 +129,8 @@ def main_args(packed: list, vm, inputs: list) -> list:
     default schedules) takes the weights unpacked, in the same order."""
     if not packed:
         return list(inputs)
-    rest = [inputs[i] for i in range(len(inputs)) if i not in set(packed)]
+    packed_set = set(packed)
+    rest = [inputs[i] for i in range(len(inputs)) if i not in packed_set]
     weights = [inputs[i] for i in packed]
     if not vm.module.implements_function("main_transform_params"):
         return rest + weights
