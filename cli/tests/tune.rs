@@ -82,6 +82,31 @@ fn tune_writes_back_and_the_second_run_hits_the_cache() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A window measured while another process keeps a core busy is taken again (up to the
+/// cap, after a pause), and the trials measured beside it are counted: a run's records are
+/// what the schedules take, not what they take beside a neighbour.
+#[test]
+fn windows_under_other_load_are_taken_again() {
+    let dir = model_dir("load");
+    let mut busy = Command::new("sh")
+        .args(["-c", "while :; do :; done"])
+        .spawn()
+        .expect("a busy process");
+    let report = tune_model(&dir, "small.tgc", "loaded.json", "1", &[]);
+    busy.kill().expect("the busy process stops");
+    busy.wait().expect("the busy process is reaped");
+    for t in report["tasks"].as_array().expect("tasks") {
+        assert!(t["records_remeasured"].as_u64().unwrap() >= 1, "{t}");
+        assert!(t["windows_retaken"].as_u64().unwrap() >= 1, "{t}");
+        assert!(t["trials_loaded"].as_u64().unwrap() >= 1, "{t}");
+        assert!(t["runner"]["window_max_load"].as_f64().unwrap() > 0.0, "{t}");
+        assert_split_sums_to(&t["seconds"], t["wall_s"].as_f64().unwrap());
+    }
+    let totals = &report["totals"];
+    assert!(totals["windows_retaken"].as_u64().unwrap() >= 2, "{totals}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The first run into an empty cache searches and writes back; its cost model is
 /// warm-started from every task tuned before. Returns the measurements the model then holds.
 fn a_cold_run_writes_back(first: &Value) -> u64 {
@@ -97,6 +122,10 @@ fn a_cold_run_writes_back(first: &Value) -> u64 {
         assert_eq!(t["builds_killed"], 0, "{t}");
         // a cold task measures no seeds, so its search proposes nothing measured
         assert_eq!(t["repeats_dropped"], 0, "{t}");
+        // counted, whatever the other tests running beside this one make them
+        for count in ["windows_retaken", "trials_loaded"] {
+            assert!(t[count].is_u64(), "{count}: {t}");
+        }
         let history = t["history"].as_array().expect("history");
         let last = history.last().expect("at least one measured batch");
         assert_eq!(last["trials"], t["trials"], "{t}");

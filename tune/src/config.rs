@@ -44,6 +44,8 @@ pub struct SearchSettings {
     pub exact_windows: usize,
     /// Windows of re-measurement of the best record before write-back.
     pub writeback_windows: usize,
+    /// Windows measured while other work took a core ([`crate::rules::retake_window`]).
+    pub window_load: LoadSettings,
     /// The most measurements the cost-model file keeps.
     pub cost_model_max_samples: u64,
 }
@@ -71,8 +73,25 @@ impl SearchSettings {
         remeasure_repeats: 5,
         exact_windows: 6,
         writeback_windows: 3,
+        // quiet, this VM's other processes take at most 0.04 of a core during a window;
+        // one busy process takes one
+        window_load: LoadSettings {
+            max_cores: 0.25,
+            retakes: 3,
+            pause_s: 1.0,
+        },
         cost_model_max_samples: 4096,
     };
+}
+
+/// When a window is measured again for the load it met (see
+/// [`SearchSettings::window_load`]): a window during which other work took more than
+/// `max_cores` is taken again after `pause_s` seconds, at most `retakes` times.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LoadSettings {
+    pub max_cores: f64,
+    pub retakes: usize,
+    pub pause_s: f64,
 }
 
 /// The build guard's knobs (see [`SearchSettings::build_guard`]).

@@ -41,6 +41,10 @@
 //! [`TuneOptions`] (checked once, into a [`TuneConfig`]) and present progress through an
 //! [`Observer`]; everything else lives here.
 
+// the report's per-task `json!` object has more fields than serde_json's macro expands within
+// the default limit of 128
+#![recursion_limit = "256"]
+
 mod budget;
 mod build;
 mod config;

@@ -28,6 +28,10 @@ pub struct TaskReport {
     pub builds_killed: Trials,
     /// Schedules the search proposed again after they were measured, dropped unmeasured.
     pub repeats_dropped: Trials,
+    /// Windows measured again for the other load they met (`rules::retake_window`).
+    pub windows_retaken: Trials,
+    /// Trials measured while other work took more than a window may meet.
+    pub trials_loaded: Trials,
     pub best_s: Option<f64>,
     pub stopped: StopReason,
     /// The median of each window of the exact-hit check (empty: no check ran).
@@ -103,6 +107,8 @@ impl TaskReport {
             run_errors: result.run_errors,
             builds_killed: result.builds_killed,
             repeats_dropped: result.repeats_dropped,
+            windows_retaken: result.windows_retaken,
+            trials_loaded: result.trials_loaded,
             best_s: result.best_s,
             stopped: result.stopped,
             exact_windows_s: result.exact_windows_s,
@@ -157,6 +163,8 @@ impl TaskReport {
         self.run_errors.extend(later.run_errors);
         self.builds_killed += later.builds_killed;
         self.repeats_dropped += later.repeats_dropped;
+        self.windows_retaken += later.windows_retaken;
+        self.trials_loaded += later.trials_loaded;
         self.best_s = best_of(self.best_s, later.best_s);
         self.wall_s += later.wall_s;
         self.writeback_s += later.writeback_s;
@@ -386,6 +394,8 @@ impl Report {
                 "run_errors": r.run_errors,
                 "builds_killed": r.builds_killed,
                 "repeats_dropped": r.repeats_dropped,
+                "windows_retaken": r.windows_retaken,
+                "trials_loaded": r.trials_loaded,
                 "best_latency_s": r.best_s,
                 "stopped": r.stopped.as_str(),
                 "exact_windows_s": r.exact_windows_s,
@@ -415,6 +425,8 @@ impl Report {
                 "failed_runs": self.total_failed_runs(),
                 "builds_killed": self.total_builds_killed(),
                 "repeats_dropped": self.tasks.iter().map(|r| r.repeats_dropped).sum::<u64>(),
+                "windows_retaken": self.tasks.iter().map(|r| r.windows_retaken).sum::<u64>(),
+                "trials_loaded": self.tasks.iter().map(|r| r.trials_loaded).sum::<u64>(),
                 "tasks_by_tier": self.tasks_by_tier(),
             },
             "untuned_tasks": self.untuned.iter().map(|u| json!({

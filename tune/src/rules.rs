@@ -1,8 +1,8 @@
 //! The decisions of a task's search, each one function over what was measured: whether an
 //! exact hit holds ([`exact_hit_step`]), how many candidates the next search round measures
 //! or why the search stops ([`next_round`]), and what is re-measured before write-back
-//! ([`remeasure_choice`], [`writeback_extension`]), and how long a build may take
-//! ([`BuildGuard`]). The `search` module carries them out through the worker, which measures
+//! ([`remeasure_choice`], [`writeback_extension`]), whether a window is taken again for
+//! the load it met ([`retake_window`]), and how long a build may take ([`BuildGuard`]). The `search` module carries them out through the worker, which measures
 //! and decides nothing.
 //!
 //! The other rules of a run live with the data they read: the seed plan (which seeds, the
@@ -25,7 +25,7 @@
 //! 1 + tolerance. A schedule that lost ground of its own (a changed library, another
 //! machine behind the same target) moves apart from its control, and the search runs.
 
-use crate::config::GuardSettings;
+use crate::config::{GuardSettings, LoadSettings};
 use serde::Serialize;
 
 /// Why a task's search ended.
@@ -361,6 +361,19 @@ pub fn trains_cost_model(stopped: StopReason) -> bool {
     stopped != StopReason::ExactHit
 }
 
+// ---- load ---------------------------------------------------------------------------------
+
+/// Whether a window is measured again, after a pause: when other work took more than
+/// `max_cores` while it ran (`load`, from the worker; unknown counts as none) and it was
+/// retaken fewer than `retakes` times. A window is what a record's latency and an exact
+/// hit's verdict are made of, and a kernel on all the cores that shares one of them with
+/// another busy process runs up to twice as long for as long as that process runs: a
+/// burst of a few seconds covers every window of a task's write-back. The last retake is
+/// kept whatever its load.
+pub fn retake_window(load: Option<f64>, retaken: usize, settings: &LoadSettings) -> bool {
+    retaken < settings.retakes && load.is_some_and(|l| l > settings.max_cores)
+}
+
 // ---- builds -------------------------------------------------------------------------------
 
 /// The build guard: how long the next build may take, from the builds the run has seen. A
@@ -441,6 +454,20 @@ mod tests {
             tolerance: 0.05,
             max_windows: 6,
         }
+    }
+
+    #[test]
+    fn a_window_under_load_is_retaken_until_the_cap() {
+        let settings = crate::config::SearchSettings::DEFAULT.window_load;
+        let cap = settings.retakes;
+        // quiet, unknown (an RPC device), at the bar: kept
+        for load in [Some(0.0), Some(0.04), None, Some(settings.max_cores)] {
+            assert!(!retake_window(load, 0, &settings), "{load:?}");
+        }
+        // one busy process beside the runner: retaken, but never past the cap
+        assert!(retake_window(Some(1.0), 0, &settings));
+        assert!(retake_window(Some(1.0), cap - 1, &settings));
+        assert!(!retake_window(Some(1.0), cap, &settings));
     }
 
     /// Runs the check against scripted windows (each list cycles through its last

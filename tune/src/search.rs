@@ -13,10 +13,10 @@ use crate::rules::{
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tgc_tvm::{
     BridgeError, CandidateId, Measurement, ReplayMode, Seed, Trials, TuneMeasured, TuneOpen,
-    TuneOpened, Worker,
+    TuneOpened, TuneWindowed, Worker,
 };
 
 /// The timing settings a task was measured with, as the report gives them.
@@ -34,6 +34,8 @@ pub struct RunnerSettings {
     pub exact_windows: u64,
     /// Windows of re-measurement of the best record before write-back.
     pub writeback_windows: u64,
+    /// A window that met more than this many cores of other load is taken again.
+    pub window_max_load: f64,
     /// The TVM runtime's CPU threads of the measurements; `null` on an RPC device, whose
     /// server chooses its own.
     pub threads: Option<u64>,
@@ -111,6 +113,11 @@ pub struct SearchOutcome {
     pub builds_killed: Trials,
     /// Schedules the search proposed again after they were measured (the seeds), dropped.
     pub repeats_dropped: Trials,
+    /// Windows measured again for the other load they met ([`rules::retake_window`]).
+    pub windows_retaken: Trials,
+    /// Trials measured while other work took more than the window bar's cores (kept as
+    /// measured: a trial is one draw of the search, not a record's latency).
+    pub trials_loaded: Trials,
     pub cost_model: CostModelReport,
     /// Seconds of the re-measurement of the best records before write-back (their
     /// builds included), after the search: not in `history`.
@@ -158,6 +165,8 @@ struct TaskSearch<'a> {
     /// The guard's kills when the task started.
     killed_before: Trials,
     repeats_dropped: Trials,
+    windows_retaken: Trials,
+    trials_loaded: Trials,
     task: Option<String>,
     opened: TuneOpened,
     t0: Instant,
@@ -192,6 +201,8 @@ impl<'a> TaskSearch<'a> {
             settings,
             killed_before: guard.killed(),
             repeats_dropped: 0,
+            windows_retaken: 0,
+            trials_loaded: 0,
             guard,
             task: job.open.task["name"].as_str().map(str::to_string),
             opened,
@@ -322,23 +333,57 @@ impl<'a> TaskSearch<'a> {
     }
 
     /// One window of `candidate`, added to its fresh runs: the runs (`None`: it failed)
-    /// and the seconds of building and running it.
+    /// and the seconds of building and running it (retakes and their pauses included).
     fn window(
         &mut self,
         candidate: CandidateId,
     ) -> Result<(Option<Vec<f64>>, f64, f64), BridgeError> {
-        let w = self.worker.tune_windows(
+        let w = self.windows(&[candidate])?;
+        let first = w.windows.into_iter().next();
+        let (runs, retakes_s) = self.settle(candidate, first)?;
+        Ok((runs, w.build_s, w.run_s + retakes_s))
+    }
+
+    /// One window of each of `candidates`, as measured.
+    fn windows(&mut self, candidates: &[CandidateId]) -> Result<TuneWindowed, BridgeError> {
+        self.worker.tune_windows(
             self.sid(),
-            &[candidate],
+            candidates,
             self.settings.remeasure_repeats,
             self.retries,
             self.task.as_deref(),
-        )?;
-        let runs = w.windows.into_iter().next().and_then(|m| m.run_secs);
+        )
+    }
+
+    /// A window of `candidate` (`first`, as measured), taken again after a pause while the
+    /// load it met asks for it ([`rules::retake_window`]); the window kept is added to the
+    /// candidate's fresh runs. Returns its runs (`None`: it failed) and the seconds the
+    /// retakes took.
+    fn settle(
+        &mut self,
+        candidate: CandidateId,
+        first: Option<Measurement>,
+    ) -> Result<(Option<Vec<f64>>, f64), BridgeError> {
+        let started = Instant::now();
+        let load = self.settings.window_load;
+        let mut m = first;
+        let mut retaken = 0;
+        while rules::retake_window(m.as_ref().and_then(|m| m.load), retaken, &load) {
+            retaken += 1;
+            std::thread::sleep(Duration::from_secs_f64(load.pause_s));
+            m = self.windows(&[candidate])?.windows.into_iter().next();
+        }
+        self.windows_retaken += retaken as Trials;
+        let runs = m.and_then(|m| m.run_secs);
         if let Some(r) = &runs {
             self.fresh.entry(candidate).or_default().extend(r);
         }
-        Ok((runs, w.build_s, w.run_s))
+        let retakes_s = if retaken > 0 {
+            started.elapsed().as_secs_f64()
+        } else {
+            0.0
+        };
+        Ok((runs, retakes_s))
     }
 
     /// The evolutionary search, round by round, until a stop rule ([`rules::next_round`])
@@ -398,6 +443,11 @@ impl<'a> TaskSearch<'a> {
         trained_s: f64,
     ) {
         self.trained_last(trained_s);
+        let max_load = self.settings.window_load.max_cores;
+        self.trials_loaded += results
+            .iter()
+            .filter(|m| m.load.is_some_and(|l| l > max_load))
+            .count() as Trials;
         let batch_best = results
             .iter()
             .map(|m| m.run_secs.as_deref().map_or(f64::INFINITY, rules::mean))
@@ -464,17 +514,9 @@ impl<'a> TaskSearch<'a> {
             .collect();
         let started = Instant::now();
         if !new.is_empty() {
-            let w = self.worker.tune_windows(
-                self.sid(),
-                &new,
-                self.settings.remeasure_repeats,
-                self.retries,
-                self.task.as_deref(),
-            )?;
+            let w = self.windows(&new)?;
             for (c, m) in new.iter().zip(w.windows) {
-                if let Some(runs) = m.run_secs {
-                    self.fresh.insert(*c, runs);
-                }
+                self.settle(*c, Some(m))?;
             }
         }
         let mut remeasured: Vec<Option<Vec<f64>>> = found
@@ -580,12 +622,15 @@ impl<'a> TaskSearch<'a> {
                 remeasure_repeats: s.remeasure_repeats,
                 exact_windows: s.exact_windows as u64,
                 writeback_windows: s.writeback_windows as u64,
+                window_max_load: s.window_load.max_cores,
                 threads: self.opened.threads,
             },
             failed_runs: closed.failed_runs,
             run_errors: closed.run_errors,
             builds_killed: self.guard.killed() - self.killed_before,
             repeats_dropped: self.repeats_dropped,
+            windows_retaken: self.windows_retaken,
+            trials_loaded: self.trials_loaded,
             cost_model: CostModelReport {
                 warm_samples: self.opened.cost_model_warm_samples,
                 saved_samples: closed.saved_samples,

@@ -26,8 +26,10 @@ use std::path::PathBuf;
 /// `tune_records`, `tune_close`) whose every knob the client sends. 13: `tune_search`
 /// never measures a schedule of the session again, and counts the ones it dropped. 14: a
 /// float attribute spells infinity and NaN as strings, and `clip` with `tensor_bounds`
-/// lowers to TVM's ONNX Clip workload (bounds as rank-0 parameters).
-pub const PROTOCOL: u64 = 15;
+/// lowers to TVM's ONNX Clip workload (bounds as rank-0 parameters). 15: a task's
+/// `layout_free` params and the sidecar's `packed` inputs. 16: every trial and window says
+/// what other load it was measured under (`load`).
+pub const PROTOCOL: u64 = 16;
 
 /// Trials: measured candidates. One type for every count of them.
 pub type Trials = u64;
@@ -460,6 +462,11 @@ pub struct Measurement {
     /// it was built for an earlier request.
     #[serde(deserialize_with = "nullable")]
     pub build_s: Option<f64>,
+    /// The CPU cores other work took while it was timed: other processes' CPU time and the
+    /// hypervisor's steal, over the run's wall time. `null`: not known (a run that did not
+    /// happen, a device behind an RPC tracker, a system without `/proc/stat`).
+    #[serde(deserialize_with = "nullable")]
+    pub load: Option<f64>,
 }
 
 impl Measurement {
@@ -871,13 +878,14 @@ mod tests {
         assert!(s.seeds[1].duplicate);
         assert_eq!(s.seeds[2].candidate, None);
         let m: TuneSearched = decode(json!({"candidates": [4, 5],
-            "results": [{"run_secs": [1e-4, 2e-4], "error": null, "build_s": 1.2},
+            "results": [{"run_secs": [1e-4, 2e-4], "error": null, "build_s": 1.2, "load": 0.02},
                         {"run_secs": null, "error": "TrialBuilder: Timeout, killed after 30 seconds",
-                         "build_s": null}],
+                         "build_s": null, "load": null}],
             "search_s": 1.0, "build_s": 2.0, "run_s": 0.5, "trained_s": 0.1,
             "repeats_dropped": 1}))
         .unwrap();
         assert_eq!(m.results[1].run_secs, None);
+        assert_eq!((m.results[0].load, m.results[1].load), (Some(0.02), None));
         assert_eq!(
             m.results
                 .iter()
@@ -974,7 +982,7 @@ mod tests {
         assert!(seed(json!("fuzzy"))
             .unwrap_err()
             .contains("unknown variant `fuzzy`"));
-        let measured = json!({"results": [{"run_secs": [1e-4], "build_s": 0.1}], "build_s": 0.0, "run_s": 0.0,
+        let measured = json!({"results": [{"run_secs": [1e-4], "build_s": 0.1, "load": 0.0}], "build_s": 0.0, "run_s": 0.0,
                               "trained_s": 0.0});
         assert!(decode::<TuneMeasured>(measured)
             .unwrap_err()

@@ -18,7 +18,7 @@ from tgc_worker import PROTOCOL_VERSION  # noqa: E402
 class TestProtocol(unittest.TestCase):
     def test_hello(self):
         r = shared_worker().call("hello")
-        self.assertEqual(r["protocol"], 15)
+        self.assertEqual(r["protocol"], 16)
         self.assertTrue(r["tvm"].startswith("0.27"), r["tvm"])
         self.assertTrue(r["tvm_ffi"])
         self.assertIn("llvm", r["targets"])

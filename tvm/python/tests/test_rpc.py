@@ -184,8 +184,9 @@ class TestRpc(unittest.TestCase):
                 t.join(timeout=180)
                 self.assertFalse(t.is_alive())
                 self.assertEqual(len(out), 4)
-                failed = [err for secs, err in out if err is not None]
-                ok = [secs for secs, err in out if err is None]
+                failed = [err for secs, err, _ in out if err is not None]
+                ok = [secs for secs, err, _ in out if err is None]
+                self.assertEqual([load for _, _, load in out], [None] * 4)  # devices elsewhere
                 # the candidate on the lost device failed; the other device measured the rest
                 self.assertGreaterEqual(len(failed), 1, out)
                 self.assertGreaterEqual(len(ok), 2, out)

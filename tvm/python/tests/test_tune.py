@@ -4,8 +4,10 @@ whole-model build with records applied. About a minute and a half together."""
 
 import itertools
 import os
+import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -109,6 +111,25 @@ class TestTune(unittest.TestCase):
         recs = w.call("tune_records", {"session": sid, "top_k": 32})["records"]
         self.assertEqual([x["candidate"] for x in recs], ids[:1])
         self.assertEqual(recs[0]["trace"], traces[0])
+        w.call("tune_close", {"session": sid, "train": False, "cost_model_max_samples": 4096})
+
+    def test_every_trial_and_window_says_what_other_load_it_met(self):
+        w = shared_worker()
+        sid = self.open(matmul_task("loaded", m=64, k=64, n=64))["session"]
+        r = w.call("tune_search", {"session": sid, "count": 2, "build_timeout_s": 300.0})
+        loads = [m["load"] for m in r["results"]]
+        self.assertTrue(all(isinstance(x, float) and x >= 0 for x in loads), r)
+        best = r["candidates"][0]
+        # a process that keeps a core busy while the window runs is other load: most of a
+        # core, however the scheduler shares the two cores with the runner's threads
+        busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        try:
+            time.sleep(0.2)
+            ws = w.call("tune_windows", {"session": sid, "candidates": [best], "repeats": 5, "retries": 0})
+        finally:
+            busy.kill()
+            busy.wait()
+        self.assertGreater(ws["windows"][0]["load"], 0.4, ws)
         w.call("tune_close", {"session": sid, "train": False, "cost_model_max_samples": 4096})
 
     def test_seeds_replay_until_the_limit_and_failures_are_named(self):

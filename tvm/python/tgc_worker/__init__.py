@@ -1,3 +1,3 @@
 """tgc's TVM worker: a JSON-lines server the Rust side drives (see PROTOCOL.md)."""
 
-PROTOCOL_VERSION = 15
+PROTOCOL_VERSION = 16

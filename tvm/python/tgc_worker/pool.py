@@ -56,6 +56,54 @@ BUILDS_PER_PROCESS = 64
 RUNS_PER_PROCESS = 256
 
 
+def _busy_ticks() -> int | None:
+    """Clock ticks all CPUs spent busy since boot (user, nice, system, irq, softirq and the
+    hypervisor's steal; /proc/stat), or None where that cannot be read."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
+    except (OSError, ValueError):
+        return None
+    return user + nice + system + irq + softirq + steal
+
+
+def _process_ticks(pid: int) -> int:
+    """Clock ticks a process (its threads included) spent on a CPU; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime, stime
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class OtherLoad:
+    """The CPU cores other work takes while a measurement runs: every CPU's busy time less
+    the measuring processes' own, over the wall time. Other processes and a hypervisor that
+    takes a core from the VM (steal) count; the measuring process's threads, spinning or
+    not, do not. The counts are clock ticks, sampled at slightly different moments: the
+    first `SLACK_TICKS_PER_CPU` per CPU are their resolution, not load (on 2 CPUs, 0.04
+    core-seconds: a 0.1 s trial would otherwise show up to 0.3 cores on a quiet machine).
+    None where /proc cannot be read."""
+
+    SLACK_TICKS_PER_CPU = 2
+
+    def __init__(self, pids) -> None:
+        self._pids = pids
+        self._own = {p: _process_ticks(p) for p in pids()}
+        self._busy = _busy_ticks()
+        self._t0 = time.perf_counter()
+
+    def cores(self) -> float | None:
+        busy, wall = _busy_ticks(), time.perf_counter() - self._t0
+        if busy is None or self._busy is None or wall <= 0:
+            return None
+        own = sum(max(0, _process_ticks(p) - self._own.get(p, 0)) for p in self._pids())
+        slack = self.SLACK_TICKS_PER_CPU * (os.cpu_count() or 1)
+        return max(0.0, (busy - self._busy - own - slack) / os.sysconf("SC_CLK_TCK") / wall)
+
+
 def _kill_pool(pool) -> None:
     if pool is not None:
         try:
@@ -205,25 +253,32 @@ class _MeasuringPool(_PersistentPool):
             LocalRunnerFuture(res=secs, error_message=None)
             if err is None
             else LocalRunnerFuture(res=None, error_message=err)
-            for secs, err in self.measure(runner_inputs, self.evaluator)
+            for secs, err, _ in self.measure(runner_inputs, self.evaluator)
         ]
 
     def measure(self, runner_inputs: list[RunnerInput], evaluator: EvaluatorConfig):
-        """[(run_secs or None, error or None)] per input: one after the other (`serial`), or
-        all submitted at once and collected in order. A submit that fails (a broken pool),
-        a timeout or a lost process or device fails its input only, and is counted."""
+        """[(run_secs or None, error or None, load)] per input: one after the other
+        (`serial`, each with the cores other work took meanwhile: `OtherLoad`), or all
+        submitted at once and collected in order (load None: the devices are elsewhere). A
+        submit that fails (a broken pool), a timeout or a lost process or device fails its
+        input only, and is counted."""
         t0 = time.perf_counter()
         with self._lock:
             try:
                 if self.serial:
-                    out = [self._outcome(self._try_submit(ri, evaluator)) for ri in runner_inputs]
+                    out = [self._serial(ri, evaluator) for ri in runner_inputs]
                 else:
                     futures = [self._try_submit(ri, evaluator) for ri in runner_inputs]
-                    out = [self._outcome(f) for f in futures]
+                    out = [(*self._outcome(f), None) for f in futures]
             finally:
                 self.seconds += time.perf_counter() - t0
                 self.runs += len(runner_inputs)
         return out
+
+    def _serial(self, ri: RunnerInput, evaluator: EvaluatorConfig):
+        load = OtherLoad(self.pids)
+        secs, err = self._outcome(self._try_submit(ri, evaluator))
+        return secs, err, None if secs is None else load.cores()
 
     def _try_submit(self, ri: RunnerInput, evaluator: EvaluatorConfig):
         try:
@@ -433,8 +488,8 @@ def build_and_measure_mods(builder: TrialBuilder, runner: TrialRunner, mods_and_
     Returns [(run_secs or None, error or None)]."""
     out, inputs, where, _ = build_mods(builder, mods_and_args, target)
     try:
-        for i, res in zip(where, runner.measure(inputs, evaluator)):
-            out[i] = res
+        for i, (secs, err, _) in zip(where, runner.measure(inputs, evaluator)):
+            out[i] = (secs, err)
     finally:
         remove_artifacts(inputs)
     return out

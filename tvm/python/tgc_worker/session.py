@@ -336,9 +336,10 @@ class Session:
             self.builder, [(m.sch.mod, m.args_info) for m in batch], self.target, build_timeout_s
         )
         built = [o is None for o in outcome]
+        loads = [None] * len(batch)
         try:
-            for i, res in zip(where, self.runner.measure(inputs, self.evaluator)):
-                outcome[i] = res
+            for i, (secs, err, load) in zip(where, self.runner.measure(inputs, self.evaluator)):
+                outcome[i], loads[i] = (secs, err), load
         finally:
             spare = []
             for i, ri in zip(where, inputs):
@@ -366,8 +367,8 @@ class Session:
         ]
         self.untrained.append(([m for m, _ in kept], [r for _, r in kept]))
         out = [
-            {"run_secs": secs, "error": err, "build_s": b}
-            for (secs, err), b in zip(outcome, build_secs)
+            {"run_secs": secs, "error": err, "build_s": b, "load": load}
+            for (secs, err), b, load in zip(outcome, build_secs, loads)
         ]
         return out, round(self.builder.seconds - b0, 4), round(self.runner.seconds - r0, 4)
 
@@ -428,15 +429,15 @@ class Session:
             c = self.candidates[cid]
             build_s = built_s.pop(id(c), None)
             if c.runner_input is None:
-                out.append({"run_secs": None, "error": c.build_error, "build_s": build_s})
+                out.append({"run_secs": None, "error": c.build_error, "build_s": build_s, "load": None})
                 continue
             for attempt in range(retries + 1):
-                ((secs, err),) = self.runner.measure([c.runner_input], evaluator)
+                ((secs, err, load),) = self.runner.measure([c.runner_input], evaluator)
                 if secs is not None:
                     break
                 again = " (trying again)" if attempt < retries else ""
                 _log(f"{self.task}: window of candidate {cid} failed{again}: {one_line(err)}")
-            out.append({"run_secs": secs, "error": err if secs is None else None, "build_s": build_s})
+            out.append({"run_secs": secs, "error": err if secs is None else None, "build_s": build_s, "load": load})
         return {
             "windows": out,
             "build_s": round(self.builder.seconds - b0, 4),
