@@ -44,8 +44,9 @@ pub struct SearchSettings {
     pub exact_windows: usize,
     /// Windows of re-measurement of the best record before write-back.
     pub writeback_windows: usize,
-    /// Windows measured while other work took a core ([`crate::rules::retake_window`]).
-    pub window_load: LoadSettings,
+    /// Windows taken again: measured under other load, or far slower than their trial
+    /// ([`crate::rules::retake_window`]).
+    pub window_retake: RetakeSettings,
     /// The most measurements the cost-model file keeps.
     pub cost_model_max_samples: u64,
 }
@@ -73,10 +74,12 @@ impl SearchSettings {
         remeasure_repeats: 5,
         exact_windows: 6,
         writeback_windows: 3,
-        // quiet, this VM's other processes take at most 0.04 of a core during a window;
-        // one busy process takes one
-        window_load: LoadSettings {
+        // quiet, this VM's other processes take at most 0.04 of a core during a window
+        // (one busy process takes one), and a write-back window's median is at most 1.28
+        // times its trial (0.13-3.1 when a slowdown of seconds met one or the other)
+        window_retake: RetakeSettings {
             max_cores: 0.25,
+            max_slowdown: 1.5,
             retakes: 3,
             pause_s: 1.0,
         },
@@ -84,12 +87,14 @@ impl SearchSettings {
     };
 }
 
-/// When a window is measured again for the load it met (see
-/// [`SearchSettings::window_load`]): a window during which other work took more than
-/// `max_cores` is taken again after `pause_s` seconds, at most `retakes` times.
+/// When a window is measured again (see [`SearchSettings::window_retake`]): a window
+/// during which other work took more than `max_cores`, or a write-back window whose median
+/// is more than `max_slowdown` times the candidate's trial, is taken again after `pause_s`
+/// seconds, at most `retakes` times.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct LoadSettings {
+pub struct RetakeSettings {
     pub max_cores: f64,
+    pub max_slowdown: f64,
     pub retakes: usize,
     pub pause_s: f64,
 }

@@ -25,7 +25,7 @@
 //! 1 + tolerance. A schedule that lost ground of its own (a changed library, another
 //! machine behind the same target) moves apart from its control, and the search runs.
 
-use crate::config::{GuardSettings, LoadSettings};
+use crate::config::{GuardSettings, RetakeSettings};
 use serde::Serialize;
 
 /// Why a task's search ended.
@@ -363,15 +363,25 @@ pub fn trains_cost_model(stopped: StopReason) -> bool {
 
 // ---- load ---------------------------------------------------------------------------------
 
-/// Whether a window is measured again, after a pause: when other work took more than
-/// `max_cores` while it ran (`load`, from the worker; unknown counts as none) and it was
-/// retaken fewer than `retakes` times. A window is what a record's latency and an exact
-/// hit's verdict are made of, and a kernel on all the cores that shares one of them with
-/// another busy process runs up to twice as long for as long as that process runs: a
-/// burst of a few seconds covers every window of a task's write-back. The last retake is
-/// kept whatever its load.
-pub fn retake_window(load: Option<f64>, retaken: usize, settings: &LoadSettings) -> bool {
-    retaken < settings.retakes && load.is_some_and(|l| l > settings.max_cores)
+/// Whether a window is measured again, after a pause, while it was retaken fewer than
+/// `retakes` times: when other work took more than `max_cores` while it ran (`load`, from
+/// the worker; unknown counts as none), or when its median (`median_s`) is more than
+/// `max_slowdown` times the candidate's trial (`trial_s`, the search's measurement of the
+/// same build; `None`: no reference, as in the exact-hit check, whose windows have their
+/// own control). A window is what a record's latency is made of, and a kernel on all the
+/// cores slows down for seconds at a time: beside another busy process up to twice (which
+/// the load shows), and by 1.6-3x with no other process busy (the VM's neighbours, which
+/// only the trial shows). The last retake is kept whatever it met.
+pub fn retake_window(
+    load: Option<f64>,
+    median_s: f64,
+    trial_s: Option<f64>,
+    retaken: usize,
+    settings: &RetakeSettings,
+) -> bool {
+    let loaded = load.is_some_and(|l| l > settings.max_cores);
+    let slow = trial_s.is_some_and(|t| t > 0.0 && median_s > settings.max_slowdown * t);
+    retaken < settings.retakes && (loaded || slow)
 }
 
 // ---- builds -------------------------------------------------------------------------------
@@ -457,17 +467,39 @@ mod tests {
     }
 
     #[test]
-    fn a_window_under_load_is_retaken_until_the_cap() {
-        let settings = crate::config::SearchSettings::DEFAULT.window_load;
+    fn a_window_under_load_or_far_slower_than_its_trial_is_retaken_until_the_cap() {
+        let settings = crate::config::SearchSettings::DEFAULT.window_retake;
         let cap = settings.retakes;
+        let bar = settings.max_slowdown;
         // quiet, unknown (an RPC device), at the bar: kept
         for load in [Some(0.0), Some(0.04), None, Some(settings.max_cores)] {
-            assert!(!retake_window(load, 0, &settings), "{load:?}");
+            assert!(
+                !retake_window(load, 1.0, Some(1.0), 0, &settings),
+                "{load:?}"
+            );
         }
         // one busy process beside the runner: retaken, but never past the cap
-        assert!(retake_window(Some(1.0), 0, &settings));
-        assert!(retake_window(Some(1.0), cap - 1, &settings));
-        assert!(!retake_window(Some(1.0), cap, &settings));
+        assert!(retake_window(Some(1.0), 1.0, None, 0, &settings));
+        assert!(retake_window(Some(1.0), 1.0, None, cap - 1, &settings));
+        assert!(!retake_window(Some(1.0), 1.0, None, cap, &settings));
+        // quiet but far slower than its trial: retaken; within the bar, or without a
+        // trial to hold it to, kept
+        assert!(retake_window(Some(0.0), 1.0, Some(0.9 / bar), 0, &settings));
+        assert!(!retake_window(
+            Some(0.0),
+            1.0,
+            Some(0.9 / bar),
+            cap,
+            &settings
+        ));
+        assert!(!retake_window(
+            Some(0.0),
+            1.0,
+            Some(1.1 / bar),
+            0,
+            &settings
+        ));
+        assert!(!retake_window(Some(0.0), 1.0, None, 0, &settings));
     }
 
     /// Runs the check against scripted windows (each list cycles through its last

@@ -34,8 +34,10 @@ pub struct RunnerSettings {
     pub exact_windows: u64,
     /// Windows of re-measurement of the best record before write-back.
     pub writeback_windows: u64,
-    /// A window that met more than this many cores of other load is taken again.
+    /// A window that met more than this many cores of other load, or whose median is more
+    /// than `window_max_slowdown` times its trial, is taken again.
     pub window_max_load: f64,
+    pub window_max_slowdown: f64,
     /// The TVM runtime's CPU threads of the measurements; `null` on an RPC device, whose
     /// server chooses its own.
     pub threads: Option<u64>,
@@ -319,8 +321,9 @@ impl<'a> TaskSearch<'a> {
                 HitStep::MeasureHit => (hit, &mut hit_w),
                 HitStep::MeasureControl => (control.expect("a control to measure"), &mut control_w),
             };
-            // the check's windows are part of the seed batch's time
-            let (runs, build_s, run_s) = self.window(which)?;
+            // the check's windows are part of the seed batch's time; they have their own
+            // control, no trial to hold them to
+            let (runs, build_s, run_s) = self.window(which, None)?;
             self.windows_of_last(build_s, run_s);
             match runs {
                 Some(runs) => windows.push(runs),
@@ -332,15 +335,17 @@ impl<'a> TaskSearch<'a> {
         Ok(verdict.holds)
     }
 
-    /// One window of `candidate`, added to its fresh runs: the runs (`None`: it failed)
-    /// and the seconds of building and running it (retakes and their pauses included).
+    /// One window of `candidate` (whose trial measured `trial_s`), added to its fresh runs:
+    /// the runs (`None`: it failed) and the seconds of building and running it (retakes
+    /// and their pauses included).
     fn window(
         &mut self,
         candidate: CandidateId,
+        trial_s: Option<f64>,
     ) -> Result<(Option<Vec<f64>>, f64, f64), BridgeError> {
         let w = self.windows(&[candidate])?;
         let first = w.windows.into_iter().next();
-        let (runs, retakes_s) = self.settle(candidate, first)?;
+        let (runs, retakes_s) = self.settle(candidate, first, trial_s)?;
         Ok((runs, w.build_s, w.run_s + retakes_s))
     }
 
@@ -356,21 +361,28 @@ impl<'a> TaskSearch<'a> {
     }
 
     /// A window of `candidate` (`first`, as measured), taken again after a pause while the
-    /// load it met asks for it ([`rules::retake_window`]); the window kept is added to the
-    /// candidate's fresh runs. Returns its runs (`None`: it failed) and the seconds the
-    /// retakes took.
+    /// load it met or its slowdown against the candidate's trial (`trial_s`) asks for it
+    /// ([`rules::retake_window`]); the window kept is added to the candidate's fresh runs.
+    /// Returns its runs (`None`: it failed) and the seconds the retakes took.
     fn settle(
         &mut self,
         candidate: CandidateId,
         first: Option<Measurement>,
+        trial_s: Option<f64>,
     ) -> Result<(Option<Vec<f64>>, f64), BridgeError> {
         let started = Instant::now();
-        let load = self.settings.window_load;
+        let retake = self.settings.window_retake;
         let mut m = first;
         let mut retaken = 0;
-        while rules::retake_window(m.as_ref().and_then(|m| m.load), retaken, &load) {
+        let again = |m: &Option<Measurement>, retaken: usize| {
+            m.as_ref().is_some_and(|w| {
+                let median_s = w.run_secs.as_deref().map_or(f64::NAN, rules::latency);
+                rules::retake_window(w.load, median_s, trial_s, retaken, &retake)
+            })
+        };
+        while again(&m, retaken) {
             retaken += 1;
-            std::thread::sleep(Duration::from_secs_f64(load.pause_s));
+            std::thread::sleep(Duration::from_secs_f64(retake.pause_s));
             m = self.windows(&[candidate])?.windows.into_iter().next();
         }
         self.windows_retaken += retaken as Trials;
@@ -443,7 +455,7 @@ impl<'a> TaskSearch<'a> {
         trained_s: f64,
     ) {
         self.trained_last(trained_s);
-        let max_load = self.settings.window_load.max_cores;
+        let max_load = self.settings.window_retake.max_cores;
         self.trials_loaded += results
             .iter()
             .filter(|m| m.load.is_some_and(|l| l > max_load))
@@ -507,16 +519,17 @@ impl<'a> TaskSearch<'a> {
             .collect();
         let chosen =
             rules::remeasure_choice(&seen, self.settings.remeasure_top, hit, self.job.writeback);
-        let new: Vec<CandidateId> = chosen
+        let new: Vec<usize> = chosen
             .iter()
-            .map(|&i| found[i].candidate)
-            .filter(|c| !self.fresh.contains_key(c))
+            .copied()
+            .filter(|&i| !self.fresh.contains_key(&found[i].candidate))
             .collect();
         let started = Instant::now();
         if !new.is_empty() {
-            let w = self.windows(&new)?;
-            for (c, m) in new.iter().zip(w.windows) {
-                self.settle(*c, Some(m))?;
+            let ids: Vec<CandidateId> = new.iter().map(|&i| found[i].candidate).collect();
+            let w = self.windows(&ids)?;
+            for (&i, m) in new.iter().zip(w.windows) {
+                self.settle(found[i].candidate, Some(m), Some(seen[i].trial_s))?;
             }
         }
         let mut remeasured: Vec<Option<Vec<f64>>> = found
@@ -540,7 +553,11 @@ impl<'a> TaskSearch<'a> {
         ) {
             extended.push(i);
             for _ in 0..n {
-                if self.window(found[i].candidate)?.0.is_none() {
+                if self
+                    .window(found[i].candidate, Some(seen[i].trial_s))?
+                    .0
+                    .is_none()
+                {
                     break;
                 }
             }
@@ -622,7 +639,8 @@ impl<'a> TaskSearch<'a> {
                 remeasure_repeats: s.remeasure_repeats,
                 exact_windows: s.exact_windows as u64,
                 writeback_windows: s.writeback_windows as u64,
-                window_max_load: s.window_load.max_cores,
+                window_max_load: s.window_retake.max_cores,
+                window_max_slowdown: s.window_retake.max_slowdown,
                 threads: self.opened.threads,
             },
             failed_runs: closed.failed_runs,
