@@ -28,9 +28,10 @@ pub struct TaskReport {
     pub builds_killed: Trials,
     /// Schedules the search proposed again after they were measured, dropped unmeasured.
     pub repeats_dropped: Trials,
-    /// Windows measured again for the other load they met (`rules::retake_window`).
+    /// Windows measured again: under other load, or far slower than their trial
+    /// (`rules::retake_window`).
     pub windows_retaken: Trials,
-    /// Trials measured while other work took more than a window may meet.
+    /// Trials measured under other load (`rules::loaded`).
     pub trials_loaded: Trials,
     pub best_s: Option<f64>,
     pub stopped: StopReason,

@@ -1,9 +1,10 @@
 //! The decisions of a task's search, each one function over what was measured: whether an
 //! exact hit holds ([`exact_hit_step`]), how many candidates the next search round measures
 //! or why the search stops ([`next_round`]), and what is re-measured before write-back
-//! ([`remeasure_choice`], [`writeback_extension`]), whether a window is taken again for
-//! the load it met ([`retake_window`]), and how long a build may take ([`BuildGuard`]). The `search` module carries them out through the worker, which measures
-//! and decides nothing.
+//! ([`remeasure_choice`], [`writeback_extension`]), whether a window is taken again
+//! ([`retake_window`]; what counts as other load: [`loaded`]), and how long a build may
+//! take ([`BuildGuard`]). The `search` module carries them out through the worker, which
+//! measures and decides nothing.
 //!
 //! The other rules of a run live with the data they read: the seed plan (which seeds, the
 //! budget, whether an exact hit may end the task or resumes its search:
@@ -361,14 +362,19 @@ pub fn trains_cost_model(stopped: StopReason) -> bool {
     stopped != StopReason::ExactHit
 }
 
-// ---- load ---------------------------------------------------------------------------------
+// ---- windows taken again ------------------------------------------------------------------
+
+/// Whether a measurement met other load: other work took more than `max_cores` while it
+/// ran (`load`, from the worker; unknown counts as none).
+pub fn loaded(load: Option<f64>, settings: &RetakeSettings) -> bool {
+    load.is_some_and(|l| l > settings.max_cores)
+}
 
 /// Whether a window is measured again, after a pause, while it was retaken fewer than
-/// `retakes` times: when other work took more than `max_cores` while it ran (`load`, from
-/// the worker; unknown counts as none), or when its median (`median_s`) is more than
-/// `max_slowdown` times the candidate's trial (`trial_s`, the search's measurement of the
-/// same build; `None`: no reference, as in the exact-hit check, whose windows have their
-/// own control). A window is what a record's latency is made of, and a kernel on all the
+/// `retakes` times: when it met other load ([`loaded`]), or when its median (`median_s`)
+/// is more than `max_slowdown` times the candidate's trial (`trial_s`, the search's
+/// measurement of the same build; `None`: no reference, as in the exact-hit check, whose
+/// windows have their own control). A window is what a record's latency is made of, and a kernel on all the
 /// cores slows down for seconds at a time: beside another busy process up to twice (which
 /// the load shows), and by 1.6-3x with no other process busy (the VM's neighbours, which
 /// only the trial shows). The last retake is kept whatever it met.
@@ -379,9 +385,8 @@ pub fn retake_window(
     retaken: usize,
     settings: &RetakeSettings,
 ) -> bool {
-    let loaded = load.is_some_and(|l| l > settings.max_cores);
     let slow = trial_s.is_some_and(|t| t > 0.0 && median_s > settings.max_slowdown * t);
-    retaken < settings.retakes && (loaded || slow)
+    retaken < settings.retakes && (loaded(load, settings) || slow)
 }
 
 // ---- builds -------------------------------------------------------------------------------

@@ -115,10 +115,11 @@ pub struct SearchOutcome {
     pub builds_killed: Trials,
     /// Schedules the search proposed again after they were measured (the seeds), dropped.
     pub repeats_dropped: Trials,
-    /// Windows measured again for the other load they met ([`rules::retake_window`]).
+    /// Windows measured again: under other load, or far slower than their trial
+    /// ([`rules::retake_window`]).
     pub windows_retaken: Trials,
-    /// Trials measured while other work took more than the window bar's cores (kept as
-    /// measured: a trial is one draw of the search, not a record's latency).
+    /// Trials measured under other load ([`rules::loaded`]; kept as measured: a trial is
+    /// one draw of the search, not a record's latency).
     pub trials_loaded: Trials,
     pub cost_model: CostModelReport,
     /// Seconds of the re-measurement of the best records before write-back (their
@@ -455,10 +456,10 @@ impl<'a> TaskSearch<'a> {
         trained_s: f64,
     ) {
         self.trained_last(trained_s);
-        let max_load = self.settings.window_retake.max_cores;
+        let retake = &self.settings.window_retake;
         self.trials_loaded += results
             .iter()
-            .filter(|m| m.load.is_some_and(|l| l > max_load))
+            .filter(|m| rules::loaded(m.load, retake))
             .count() as Trials;
         let batch_best = results
             .iter()
